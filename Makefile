@@ -1,0 +1,121 @@
+# hcp-lua — build, test and install.
+#
+#   make            build into build/ (runs from the checkout, no install needed)
+#   make deps       install missing Debian packages (root), or print the command
+#   make demo       deps + build + one real sandboxed pack call
+#   make test       deps + build + every spec (busted) and the C path tests
+#   make check      the same specs under ASan+UBSan
+#   make bench      per-call latency against a posix_spawn baseline
+#   make install    PREFIX=/usr/local: commands, Lua modules, C module, man pages
+
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+LUA       ?= lua5.4
+LUA_VER   := 5.4
+BUILD     ?= build
+
+# Debian packages the build, the specs and the example packs need.
+# lua-argparse: the command-line parser of hcp/hcpx (issue 3), well kept and tiny.
+# libreadline-dev: line editing and history for the hcp-lua REPL.
+# jq: the bin of the demo pack.
+DEB_PKGS := lua5.4 liblua5.4-dev lua-cjson lua-busted lua-argparse lua-check \
+            libreadline-dev jq gcc make pkg-config
+
+LUA_CFLAGS := $(shell pkg-config --cflags lua$(LUA_VER) 2>/dev/null || echo -I/usr/include/lua$(LUA_VER))
+LUA_LIBS   := $(shell pkg-config --libs lua$(LUA_VER) 2>/dev/null || echo -llua$(LUA_VER))
+
+WARN   := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
+          -Wpointer-arith -Wformat=2 -Wundef -Werror
+CFLAGS ?= -O2 -g
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(LUA_CFLAGS) -fPIC
+LDLIBS := $(LUA_LIBS) -lreadline
+
+CORE_SRC := $(filter-out src/hcp_lua.c,$(wildcard src/*.c))
+CORE_OBJ := $(CORE_SRC:src/%.c=$(BUILD)/obj/%.o)
+HDRS     := $(wildcard src/*.h)
+
+CORE_SO  := $(BUILD)/lib/lua/$(LUA_VER)/hcp/core.so
+HCP_LUA  := $(BUILD)/bin/hcp-lua
+LUA_LINK := $(BUILD)/share/lua/$(LUA_VER)/hcp
+C_TESTS  := $(BUILD)/test/test_paths
+
+.PHONY: all deps demo test check bench install uninstall clean lint
+
+all: $(CORE_SO) $(HCP_LUA) $(BUILD)/bin/hcp $(BUILD)/bin/hcpx $(LUA_LINK) $(C_TESTS)
+
+$(BUILD)/obj/%.o: src/%.c $(HDRS) | $(BUILD)/obj
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/obj $(BUILD)/bin $(BUILD)/test $(dir $(CORE_SO)) $(dir $(LUA_LINK)):
+	mkdir -p $@
+
+$(CORE_SO): $(CORE_OBJ) | $(dir $(CORE_SO))
+	$(CC) $(ALL_CFLAGS) -shared -o $@ $(CORE_OBJ) $(LDFLAGS)
+
+# hcp-lua embeds the core (preloaded as hcp.core); hcp and hcpx are links to
+# it that it dispatches on by argv[0].
+$(HCP_LUA): $(BUILD)/obj/hcp_lua.o $(CORE_OBJ) | $(BUILD)/bin
+	$(CC) $(ALL_CFLAGS) -rdynamic -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/bin/hcp $(BUILD)/bin/hcpx: | $(BUILD)/bin
+	ln -sf hcp-lua $@
+
+# From the checkout, the Lua modules are a link to lua/hcp, so edits need no rebuild.
+$(LUA_LINK): | $(dir $(LUA_LINK))
+	ln -sfn $(CURDIR)/lua/hcp $@
+
+$(C_TESTS): spec/c/test_paths.c $(CORE_OBJ) | $(BUILD)/test
+	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "deps: all Debian packages present"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  echo "deps: installing$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	else \
+	  echo "deps: missing Debian packages:$$missing"; \
+	  echo "deps: run: sudo apt-get install -y$$missing"; exit 1; \
+	fi
+
+demo: deps all
+	@echo '$$ build/bin/hcp run --json jq -n "{sandbox: env.HCP_SANDBOX, sum: (1+2)}"'
+	@$(BUILD)/bin/hcp run --json --pack-dir packs-examples jq -n '{sandbox: env.HCP_SANDBOX, sum: (1+2)}'
+
+test: deps all
+	@$(C_TESTS)
+	busted --lua=$(LUA) $(BUSTED_ARGS)
+
+# ASan+UBSan: a separate build whose hcp-lua (a lua.c-compatible interpreter)
+# runs busted itself, so every spec exercises the instrumented core.
+check: deps
+	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  LDFLAGS="-fsanitize=address,undefined" all
+	build-asan/test/test_paths
+	ASAN_OPTIONS=detect_leaks=0 HCP_CORE_BUILD=build-asan busted --lua=$(CURDIR)/build-asan/bin/hcp-lua $(BUSTED_ARGS)
+
+lint:
+	luacheck lua spec bench
+
+bench: deps all
+	$(CC) -O2 -o $(BUILD)/bench_spawn bench/spawn_baseline.c
+	$(HCP_LUA) bench/exec_bench.lua $(BUILD)/bench_spawn
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp \
+	  $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VER)/hcp $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0755 $(HCP_LUA) $(DESTDIR)$(PREFIX)/bin/hcp-lua
+	ln -sf hcp-lua $(DESTDIR)$(PREFIX)/bin/hcp
+	ln -sf hcp-lua $(DESTDIR)$(PREFIX)/bin/hcpx
+	install -m 0644 lua/hcp/*.lua $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp/
+	install -m 0755 $(CORE_SO) $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VER)/hcp/core.so
+	for m in docs/man/*.1; do [ -f "$$m" ] && install -m 0644 "$$m" $(DESTDIR)$(PREFIX)/share/man/man1/ || true; done
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/hcp-lua $(DESTDIR)$(PREFIX)/bin/hcp $(DESTDIR)$(PREFIX)/bin/hcpx
+	rm -rf $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VER)/hcp
+
+clean:
+	rm -rf build build-asan

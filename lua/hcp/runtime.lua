@@ -1,0 +1,543 @@
+--- The runtime: loads packs, answers envelopes, spawns through the C core.
+---
+--- Every call goes through the same straight line, and every refusal
+--- happens before anything is spawned:
+---   validate envelope → find pack/op → policy → (mock) → params → argv →
+---   bin resolved + allow-listed → argument rules → bindings minted →
+---   environment built → spawn → wait → result.
+---@class hcp.runtime
+local M = {}
+
+local core = require("hcp.core")
+local manifest = require("hcp.manifest")
+local envelope = require("hcp.envelope")
+local sandbox = require("hcp.sandbox")
+local policy_mod = require("hcp.policy")
+local bindings_mod = require("hcp.bindings")
+local ops = require("hcp.ops")
+local workspace = require("hcp.workspace")
+
+local DEFAULT_MAX_OUTPUT = 16 * 1024 * 1024
+
+-- Layers every spawn gets from the C core and this module (§10.2); named in
+-- each result's `isolation` field.
+M.BASE_LAYERS = { "allowlist", "jail", "clean_env", "close_fds", "setsid", "no_new_privs" }
+-- Layers of §10.4 that can be asked for by name; none is built yet, so asking
+-- for one fails closed instead of silently running without it.
+M.STRONG_LAYERS = { landlock = true, seccomp = true, netns = true, pidns = true, caps = true, limits = true }
+
+local OPTIONS = {
+  pack_dirs = "table", sandbox = "boolean", native_local = "boolean", allow_bins = "table",
+  bindings = "table", policy = "table", isolation = "any", state_dir = "string",
+  search_path = "string", out_dir = "string", driver = "string", strict = "boolean",
+  max_output = "number",
+}
+
+---@class hcp.Runtime
+---@field mode "sandbox"|"native-local"
+local Runtime = {}
+Runtime.__index = Runtime
+Runtime.__name = "hcp.Runtime"
+
+local function list_of_strings(v, what)
+  if type(v) ~= "table" then return nil, what .. " must be an array of strings" end
+  local n = 0
+  for _ in pairs(v) do n = n + 1 end
+  if n ~= #v then return nil, what .. " must be an array of strings" end
+  for i, s in ipairs(v) do
+    if type(s) ~= "string" then return nil, string.format("%s[%d] must be a string", what, i) end
+  end
+  return v
+end
+
+local function check_isolation(iso)
+  if iso == nil or iso == "auto" or iso == "minimal" then return iso or "auto" end
+  if type(iso) == "string" then
+    return nil, string.format("hcp.create: option \"isolation\" must be \"auto\", \"minimal\" or a list of layers, got %q", iso)
+  end
+  local ok, err = list_of_strings(iso, "hcp.create: option \"isolation\"")
+  if not ok then return nil, err end
+  local base = {}
+  for _, l in ipairs(M.BASE_LAYERS) do base[l] = true end
+  for _, layer in ipairs(iso) do
+    if M.STRONG_LAYERS[layer] then
+      return nil, string.format("sandbox: isolation %q unavailable: not built into hcp-lua %s", layer, core.version)
+    elseif not base[layer] then
+      return nil, string.format("hcp.create: unknown isolation layer %q", layer)
+    end
+  end
+  return iso
+end
+
+--- Validate options and build a runtime. Never raises for bad input.
+---@param opts table?
+---@return hcp.Runtime? rt, string? err
+function M.create(opts)
+  if opts == nil then opts = {} end
+  if type(opts) ~= "table" then return nil, "hcp.create: options must be a table" end
+  for k, v in pairs(opts) do
+    local want = OPTIONS[k]
+    if not want then return nil, string.format("hcp.create: unknown option %q", tostring(k)) end
+    if want ~= "any" and type(v) ~= want then
+      return nil, string.format("hcp.create: option %q must be a %s, got %s", k, want, type(v))
+    end
+  end
+
+  local self = setmetatable({}, Runtime)
+  self.mode = sandbox.mode(opts.sandbox, opts.native_local)
+
+  local search_path = opts.search_path or sandbox.DEFAULT_SEARCH_PATH
+  local sp, sperr = sandbox.check_search_path(search_path)
+  if not sp then return nil, sperr end
+  self.search_path = sp
+  self.lookup = sandbox.lookup_path(self.mode, sp)
+
+  if opts.allow_bins ~= nil then
+    local ok, err = list_of_strings(opts.allow_bins, "hcp.create: option \"allow_bins\"")
+    if not ok then return nil, err end
+    for i, e in ipairs(opts.allow_bins) do
+      if not sandbox.valid_entry(e) then
+        return nil, string.format("hcp.create: allow_bins[%d]: %q is neither a bare name nor an absolute path", i, e)
+      end
+    end
+  end
+
+  local minters, berr = bindings_mod.new(opts.bindings)
+  if not minters then return nil, berr end
+  self.minters = minters
+
+  local pol, perr = policy_mod.new(opts.policy)
+  if not pol then return nil, perr end
+  self.policy = pol
+
+  local iso, ierr = check_isolation(opts.isolation)
+  if not iso then return nil, ierr end
+  self.isolation = iso
+
+  local driver = opts.driver or "local"
+  if driver ~= "local" then
+    return nil, string.format("hcp.create: driver %q is not available in this version (only \"local\")", driver)
+  end
+  self.driver = driver
+
+  for _, k in ipairs({ "state_dir", "out_dir" }) do
+    if opts[k] ~= nil and opts[k]:sub(1, 1) ~= "/" then
+      return nil, string.format("hcp.create: option %q must be an absolute path", k)
+    end
+  end
+  self.state_dir = opts.state_dir
+  self.out_dir = opts.out_dir
+
+  self.max_output = DEFAULT_MAX_OUTPUT
+  if opts.max_output ~= nil then
+    if opts.max_output < 1 or opts.max_output ~= math.floor(opts.max_output) then
+      return nil, "hcp.create: option \"max_output\" must be a positive integer"
+    end
+    self.max_output = math.tointeger(opts.max_output)
+  end
+
+  -- Load packs: each problem is kept, and one bad pack never stops the others
+  -- (unless strict).
+  local dirs = {}
+  if opts.pack_dirs ~= nil then
+    local ok, err = list_of_strings(opts.pack_dirs, "hcp.create: option \"pack_dirs\"")
+    if not ok then return nil, err end
+    dirs = opts.pack_dirs
+  end
+  self._problems, self._packs, self._by_name = {}, {}, {}
+  for _, dir in ipairs(dirs) do
+    local roots, dproblems = manifest.discover(dir)
+    for _, p in ipairs(dproblems) do self._problems[#self._problems + 1] = p end
+    for _, root in ipairs(roots) do
+      local pack, problems = manifest.load(root)
+      for _, p in ipairs(problems) do self._problems[#self._problems + 1] = p end
+      if pack then
+        if self._by_name[pack.name] then
+          self._problems[#self._problems + 1] = { file = pack.file, field = "name",
+            message = string.format("pack %q is already loaded from %s", pack.name, self._by_name[pack.name].root) }
+        else
+          -- resolve once, at start-up: a bin planted later earlier in a path
+          -- cannot change what an allow-listed name means
+          local path, rerr = sandbox.resolve_pack_bin(pack, self.lookup)
+          pack.bin_path, pack.bin_error = path, rerr
+          if not path then
+            self._problems[#self._problems + 1] = { file = pack.file, field = "wrap.bin", message = rerr }
+          end
+          self._packs[#self._packs + 1] = pack
+          self._by_name[pack.name] = pack
+        end
+      end
+    end
+  end
+  if opts.strict and #self._problems > 0 then
+    return nil, manifest.format_problem(self._problems[1])
+  end
+
+  self._allowlist = sandbox.allowlist(opts.allow_bins, self._packs)
+  self._running = setmetatable({}, { __mode = "k" })
+  self._closed = false
+  return self
+end
+
+--- The loaded packs.
+---@return { name: string, root: string, bin: string, path: string?, class: string, ops: string[], workspace: string, description: string? }[]
+function Runtime:packs()
+  local out = {}
+  for i, p in ipairs(self._packs) do
+    local names = {}
+    for n in pairs(p.ops) do names[#names + 1] = n end
+    table.sort(names)
+    out[i] = { name = p.name, root = p.root, bin = p.wrap.bin, path = p.bin_path, class = p.class,
+      ops = names, workspace = p.wrap.workspace.mode, description = p.description, version = p.version }
+  end
+  return out
+end
+
+--- Every problem found while loading packs (a bad manifest never silently
+--- disappears).
+---@return hcp.Problem[]
+function Runtime:problems()
+  local out = {}
+  for i, p in ipairs(self._problems) do out[i] = { file = p.file, field = p.field, message = p.message } end
+  return out
+end
+
+--- The allow-list in force.
+---@return string[]
+function Runtime:allowlist()
+  return table.move(self._allowlist, 1, #self._allowlist, 1, {})
+end
+
+--- The layers applied to every spawn of this runtime.
+---@return string[]
+function Runtime:layers()
+  return table.move(M.BASE_LAYERS, 1, #M.BASE_LAYERS, 1, {})
+end
+
+-- A private directory of this runtime (0700), for minted credential files
+-- and pack-less exec jails; removed by close().
+function Runtime:_private_dir()
+  if self._private then return self._private end
+  local tmp = os.getenv("TMPDIR")
+  if not tmp or tmp:sub(1, 1) ~= "/" or core.kind(tmp) ~= "dir" then tmp = "/tmp" end
+  local dir, err = core.mkdtemp(tmp, "hcp-rt-")
+  if not dir then return nil, err end
+  self._private = dir
+  return dir
+end
+
+-- A pending call: already finished (a refusal or a mock) or a running child.
+local Pending = {}
+Pending.__index = Pending
+
+local function finished(result)
+  return setmetatable({ result = result }, Pending)
+end
+
+--- Wait for the call's result.
+---@return hcp.Result
+function Pending:wait()
+  if self.result then return self.result end
+  local r = self.proc:wait()
+  self.result = envelope.from_run(self.req, r, self.mode, self.layers, {}, self.timeout_ms, core.signame)
+  self:_cleanup()
+  return self.result
+end
+
+function Pending:_cleanup()
+  if self.cleanup then
+    local c = self.cleanup
+    self.cleanup = nil
+    c()
+  end
+  if self.rt then self.rt._running[self] = nil end
+end
+
+local function count_nul(argv)
+  for i, a in ipairs(argv) do
+    if a:find("\0", 1, true) then return i end
+  end
+  return nil
+end
+
+-- Spawn a prepared call. `spec` = { req, bin_path, beneath, argv, env, cwd,
+-- stdin, timeout_ms, cleanup }.
+function Runtime:_spawn(spec)
+  local layers = self:layers()
+  local proc, err, errno = core.spawn({
+    path = spec.bin_path, beneath = spec.beneath, argv = spec.argv, env = spec.env,
+    cwd = spec.cwd, stdin = spec.stdin, timeout_ms = spec.timeout_ms,
+    max_output = self.max_output,
+  })
+  if not proc then
+    if spec.cleanup then spec.cleanup() end
+    local exit = (errno == 2) and 127 or 126 -- ENOENT: not found, like a shell
+    return finished(envelope.refusal(spec.req, exit, tostring(err), self.mode))
+  end
+  local pending = setmetatable({ proc = proc, req = spec.req, mode = self.mode, layers = layers,
+    timeout_ms = spec.timeout_ms, cleanup = spec.cleanup, rt = self }, Pending)
+  self._running[pending] = true
+  return pending
+end
+
+local function mock_result(req, pack, mode)
+  local key = req.op or "exec"
+  local m = pack.mocks[key] or pack.mocks["*"]
+  if not m then
+    return envelope.refusal(req, 126, string.format("mock: no fixture for %q", envelope.call_name(req)), mode)
+  end
+  local res = envelope.from_run(req, { exit = m.exit, stdout = m.stdout, stderr = m.stderr, ms = 0 },
+    mode, {}, {}, nil, core.signame)
+  return res
+end
+
+--- Start a call without waiting for it. Refusals come back already finished.
+---@param env_in hcp.Request|table
+---@return table pending with :wait() -> hcp.Result
+function Runtime:start(env_in)
+  local mode = self.mode
+  if self._closed then return finished(envelope.refusal(env_in, 126, "spawn: runtime is closed", mode)) end
+  local req, verr = envelope.validate(env_in)
+  if not req then return finished(envelope.refusal(env_in, 126, verr, mode)) end
+  local function refuse(exit, msg) return finished(envelope.refusal(req, exit, msg, mode)) end
+
+  local pack = self._by_name[req.pack]
+  if not pack then return refuse(126, string.format("envelope: no pack named %q", req.pack)) end
+  local op
+  if req.op then
+    op = pack.ops[req.op]
+    if not op then return refuse(126, string.format("envelope: pack %q has no op %q", pack.name, req.op)) end
+  end
+  local name = envelope.call_name(req)
+
+  -- §4: policy, in every mode
+  local call = { pack = pack.name, op = req.op or "exec", name = name, params = req.params,
+    args = req.args, principal = req.principal, id = req.id, mode = req.mode }
+  local allowed, perr = policy_mod.check(self.policy, name, op ~= nil and op.confirm, call)
+  if not allowed then return refuse(126, perr) end
+
+  -- argv: wrap.args, then the op's template, then raw args
+  local argv = {}
+  for _, a in ipairs(pack.wrap.args) do argv[#argv + 1] = a end
+  if op then
+    local rendered, oerr = ops.check_params(pack.name, op, req.params)
+    if not rendered then return refuse(126, oerr) end
+    for _, a in ipairs(ops.expand(op.args, rendered)) do argv[#argv + 1] = a end
+  end
+  for _, a in ipairs(req.args or {}) do argv[#argv + 1] = a end
+  local nul = count_nul(argv)
+  if nul then return refuse(126, string.format("envelope: argument %d contains a NUL byte", nul)) end
+
+  -- §8.2 / §10.2.5: mock only by the envelope's own mode
+  if req.mode == "mock" then return finished(mock_result(req, pack, mode)) end
+
+  -- §10.2.1: the bin, resolved at load time, must be on the allow-list
+  if not pack.bin_path then return refuse(127, pack.bin_error) end
+  local ok, aerr = sandbox.check_allowed(pack.bin_path, self._allowlist, pack.wrap.bin)
+  if not ok then return refuse(127, aerr) end
+
+  if pack.wrap.workspace.mode ~= "none" then
+    return refuse(126, string.format("workspace: mode %q is not supported by this version", pack.wrap.workspace.mode))
+  end
+  local cwd = pack.root
+
+  -- §10.6 file references and host paths
+  local rewritten, werr = workspace.rewrite(argv, cwd)
+  if not rewritten then return refuse(126, werr) end
+  argv = rewritten
+  if mode == "sandbox" then
+    local hok, herr = sandbox.check_host_paths(argv)
+    if not hok then return refuse(126, herr) end
+  end
+
+  -- §3: bindings, failing closed
+  local secret_dir
+  local function get_secret_dir()
+    if secret_dir then return secret_dir end
+    local base = self:_private_dir()
+    if not base then return nil end
+    secret_dir = core.mkdtemp(base, "secrets-")
+    return secret_dir
+  end
+  local minted, merr = bindings_mod.mint(self.minters, pack, req.op or "exec", bindings_mod.needed(pack, op), get_secret_dir)
+  local function cleanup()
+    if secret_dir then core.rmtree(secret_dir) end
+  end
+  if not minted then
+    cleanup()
+    return refuse(126, merr)
+  end
+
+  local child_argv = { pack.wrap.bin_kind == "relative" and pack.bin_path or pack.wrap.bin }
+  for _, a in ipairs(argv) do child_argv[#child_argv + 1] = a end
+  return self:_spawn({
+    req = req, bin_path = pack.bin_path, argv = child_argv, cwd = cwd, stdin = req.stdin,
+    beneath = pack.wrap.bin_kind == "relative" and pack.root or nil,
+    env = sandbox.child_env(mode, self.search_path, pack.wrap.agent_env, minted),
+    timeout_ms = pack.wrap.timeout_ms, cleanup = cleanup,
+  })
+end
+
+--- Run one call and return its result envelope. Never raises for a refused
+--- call: refusals are results with `ok = false`.
+---@param env_in hcp.Request|table
+---@return hcp.Result
+function Runtime:call(env_in)
+  return self:start(env_in):wait()
+end
+
+--- Run several calls concurrently; results in the same order.
+---@param list (hcp.Request|table)[]
+---@return hcp.Result[]
+function Runtime:call_all(list)
+  local pendings = {}
+  for i, e in ipairs(list) do pendings[i] = self:start(e) end
+  local procs = {}
+  for _, p in ipairs(pendings) do
+    if p.proc and not p.result then procs[#procs + 1] = p.proc end
+  end
+  while #procs > 0 do
+    local done = core.wait_any(procs)
+    local still = {}
+    local is_done = {}
+    for _, d in ipairs(done) do is_done[d] = true end
+    for _, pr in ipairs(procs) do
+      if not is_done[pr] then still[#still + 1] = pr end
+    end
+    procs = still
+  end
+  local results = {}
+  for i, p in ipairs(pendings) do results[i] = p:wait() end
+  return results
+end
+
+local EXEC_FIELDS = { bin = true, args = true, stdin = true, pack = true, timeout_ms = true, id = true }
+
+-- Whether any allow-list entry could match a bare name, decided before the
+-- filesystem is touched (§10.2.1: never resolve an unlisted bare name).
+local function could_match(name, list)
+  for _, e in ipairs(list) do
+    if e == name or (e:sub(1, 1) == "/" and e:sub(-(#name + 1)) == "/" .. name) then return true end
+  end
+  return false
+end
+
+--- Direct spawn for orchestrating scripts, under the same rules as a call:
+--- allow-list, the named pack's jail (or a fresh private directory), a
+--- clean environment, host-path rules. No op, no bindings, no policy.
+---@param spec { bin: string, args: string[]?, stdin: string?, pack: string?, timeout_ms: integer?, id: any }
+---@return hcp.Result
+function Runtime:exec(spec)
+  local mode = self.mode
+  if type(spec) ~= "table" then return envelope.refusal(nil, 126, "envelope: exec needs a table", mode) end
+  if self._closed then return envelope.refusal(spec, 126, "spawn: runtime is closed", mode) end
+  for k in pairs(spec) do
+    if not EXEC_FIELDS[k] then return envelope.refusal(spec, 126, string.format("envelope: unknown field %q", tostring(k)), mode) end
+  end
+  local function refuse(exit, msg) return envelope.refusal(spec, exit, msg, mode) end
+  local bin = spec.bin
+  if type(bin) ~= "string" or bin == "" or bin:find("\0", 1, true) then
+    return refuse(126, "envelope: field \"bin\" must be a non-empty string")
+  end
+  local args = spec.args or {}
+  local lok, lerr = list_of_strings(args, "envelope: field \"args\"")
+  if not lok then return refuse(126, lerr) end
+  if spec.stdin ~= nil and type(spec.stdin) ~= "string" then return refuse(126, "envelope: field \"stdin\" must be a string") end
+  local timeout_ms = spec.timeout_ms
+  if timeout_ms ~= nil and (type(timeout_ms) ~= "number" or timeout_ms <= 0) then
+    return refuse(126, "envelope: field \"timeout_ms\" must be a positive number")
+  end
+
+  local pack
+  if spec.pack ~= nil then
+    pack = self._by_name[spec.pack]
+    if not pack then return refuse(126, string.format("envelope: no pack named %q", tostring(spec.pack))) end
+  end
+
+  -- resolve and allow-list
+  local path, beneath
+  if bin:sub(1, 2) == "./" then
+    if not pack then return refuse(127, string.format("sandbox: bin %q not allowlisted", bin)) end
+    local p, e = core.resolve_beneath(pack.root, bin:sub(3))
+    if not p then return refuse(127, "spawn: bin " .. string.format("%q", bin) .. ": " .. tostring(e)) end
+    path, beneath = p, pack.root
+  elseif bin:sub(1, 1) == "/" then
+    if not core.allow_match(core.normalize(bin), self._allowlist) then
+      return refuse(127, string.format("sandbox: bin %q not allowlisted", bin))
+    end
+    local p, e = core.resolve(bin, self.lookup)
+    if not p then return refuse(127, "spawn: bin " .. string.format("%q", bin) .. ": " .. tostring(e)) end
+    path = p
+  elseif bin:find("/", 1, true) or bin == "." or bin == ".." then
+    return refuse(127, string.format("sandbox: bin %q not allowlisted", bin))
+  else
+    if not could_match(bin, self._allowlist) then
+      return refuse(127, string.format("sandbox: bin %q not allowlisted", bin))
+    end
+    local p, e = core.resolve(bin, self.lookup)
+    if not p then return refuse(127, "spawn: bin " .. string.format("%q", bin) .. ": " .. tostring(e)) end
+    path = p
+  end
+  local ok, aerr = sandbox.check_allowed(path, self._allowlist, bin)
+  if not ok then return refuse(127, aerr) end
+
+  local argv = {}
+  for i, a in ipairs(args) do argv[i] = a end
+  local nul = count_nul(argv)
+  if nul then return refuse(126, string.format("envelope: argument %d contains a NUL byte", nul)) end
+
+  local cwd, cleanup
+  if pack then
+    cwd = pack.root
+  else
+    local base, berr = self:_private_dir()
+    if not base then return refuse(126, "workspace: " .. tostring(berr)) end
+    local dir, derr = core.mkdtemp(base, "exec-")
+    if not dir then return refuse(126, "workspace: " .. tostring(derr)) end
+    cwd = dir
+    cleanup = function() core.rmtree(dir) end
+  end
+  local rewritten, werr = workspace.rewrite(argv, cwd)
+  if not rewritten then
+    if cleanup then cleanup() end
+    return refuse(126, werr)
+  end
+  argv = rewritten
+  if mode == "sandbox" then
+    local hok, herr = sandbox.check_host_paths(argv)
+    if not hok then
+      if cleanup then cleanup() end
+      return refuse(126, herr)
+    end
+  end
+  local child_argv = { bin }
+  for _, a in ipairs(argv) do child_argv[#child_argv + 1] = a end
+  local req = { id = spec.id }
+  return self:_spawn({
+    req = req, bin_path = path, beneath = beneath, argv = child_argv, cwd = cwd, stdin = spec.stdin,
+    env = sandbox.child_env(mode, self.search_path, pack and pack.wrap.agent_env or {}, {}),
+    timeout_ms = timeout_ms or (pack and pack.wrap.timeout_ms) or manifest.DEFAULT_TIMEOUT_MS,
+    cleanup = cleanup,
+  }):wait()
+end
+
+--- Kill what is still running and remove this runtime's private
+--- directories. Idempotent; also run by __gc and __close.
+function Runtime:close()
+  if self._closed then return end
+  self._closed = true
+  for pending in pairs(self._running or {}) do
+    if pending.proc then pending.proc:kill("KILL") end
+    pending:wait()
+  end
+  if self._private then
+    core.rmtree(self._private)
+    self._private = nil
+  end
+end
+
+Runtime.__gc = Runtime.close
+Runtime.__close = Runtime.close
+
+M.Runtime = Runtime
+return M

@@ -1,0 +1,109 @@
+-- Helpers shared by the specs: temporary directories, packs written on the
+-- fly, small executables. Everything is created under one temp root per
+-- process and removed at exit.
+local core = require("hcp.core")
+local json = require("hcp.json")
+
+local S = {}
+
+local root
+--- A fresh private temporary directory.
+function S.tmpdir(prefix)
+  if not root then
+    root = assert(core.mkdtemp("/tmp", "hcp-spec-"))
+    -- removed when the Lua state closes
+    S._guard = setmetatable({}, { __gc = function() core.rmtree(root) end })
+  end
+  return assert(core.mkdtemp(root, prefix or "d-"))
+end
+
+function S.write(path, data, mode)
+  local fh = assert(io.open(path, "wb"))
+  fh:write(data)
+  fh:close()
+  if mode then assert(os.execute(string.format("chmod %o '%s'", mode, path))) end
+  return path
+end
+
+function S.read(path)
+  local fh = io.open(path, "rb")
+  if not fh then return nil end
+  local d = fh:read("a")
+  fh:close()
+  return d
+end
+
+function S.mkdir(path)
+  assert(os.execute("mkdir -p '" .. path .. "'"))
+  return path
+end
+
+--- Write a pack (manifest given as a Lua table, or a raw string) into a new
+--- directory under `parent` (default: a new temp dir). Returns the pack root.
+function S.pack(manifest, parent, dirname)
+  parent = parent or S.tmpdir("packs-")
+  local name = dirname or (type(manifest) == "table" and manifest.name) or "pack"
+  local dir = S.mkdir(parent .. "/" .. name)
+  local text = type(manifest) == "string" and manifest or assert(json.encode(manifest))
+  S.write(dir .. "/hcp.json", text)
+  return dir, parent
+end
+
+--- A minimal valid manifest for `bin`, merged with `extra` (shallow, and
+--- `wrap` merged one level down).
+function S.manifest(name, bin, extra)
+  local m = { hcp = 1, name = name, wrap = { bin = bin } }
+  for k, v in pairs(extra or {}) do
+    if k == "wrap" then
+      for wk, wv in pairs(v) do m.wrap[wk] = wv end
+    else
+      m[k] = v
+    end
+  end
+  return m
+end
+
+--- Run a shell command, return its stdout and exit status.
+function S.sh(cmd)
+  local p = io.popen(cmd, "r")
+  local out = p:read("a")
+  local ok, _, code = p:close()
+  return out, ok and 0 or code
+end
+
+--- Whether a process with this pid is alive (not a zombie).
+function S.alive(pid)
+  local st = S.read("/proc/" .. pid .. "/stat")
+  if not st then return false end
+  local state = st:match("^%d+ %b() (%a)")
+  return state ~= nil and state ~= "Z"
+end
+
+--- Every pid whose process group is `pgid`.
+function S.group_members(pgid)
+  local out = {}
+  for _, name in ipairs(core.listdir("/proc") or {}) do
+    if name:match("^%d+$") then
+      local st = S.read("/proc/" .. name .. "/stat")
+      if st then
+        local fields = st:match("^%d+ %b() (.*)$")
+        if fields then
+          local f = {}
+          for w in fields:gmatch("%S+") do f[#f + 1] = w end
+          -- f[1]=state f[2]=ppid f[3]=pgrp
+          if tonumber(f[3]) == pgid and f[1] ~= "Z" then out[#out + 1] = tonumber(name) end
+        end
+      end
+    end
+  end
+  return out
+end
+
+S.REPO = (function()
+  local p = io.popen("pwd")
+  local d = p:read("l")
+  p:close()
+  return d
+end)()
+
+return S
