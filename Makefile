@@ -81,8 +81,8 @@ deps:
 	fi
 
 demo: deps all
-	@echo '$$ build/bin/hcp run --json jq -n "{sandbox: env.HCP_SANDBOX, sum: (1+2)}"'
-	@$(BUILD)/bin/hcp run --json --pack-dir packs-examples jq -n '{sandbox: env.HCP_SANDBOX, sum: (1+2)}'
+	@echo '$$ build/bin/hcp run --json jq -nc "{sandbox: env.HCP_SANDBOX, sum: (1+2)}"'
+	@$(BUILD)/bin/hcp run --json --pack-dir packs-examples jq -nc '{sandbox: env.HCP_SANDBOX, sum: (1+2)}'
 
 test: deps all
 	@$(C_TESTS)
@@ -94,7 +94,7 @@ check: deps
 	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	  LDFLAGS="-fsanitize=address,undefined" all
 	build-asan/test/test_paths
-	ASAN_OPTIONS=detect_leaks=0 HCP_CORE_BUILD=build-asan busted --lua=$(CURDIR)/build-asan/bin/hcp-lua $(BUSTED_ARGS)
+	ASAN_OPTIONS=detect_leaks=0 HCP_SPEC_LUA=$(CURDIR)/build-asan/bin/hcp-lua busted --lua=$(CURDIR)/build-asan/bin/hcp-lua $(BUSTED_ARGS)
 
 lint:
 	luacheck lua spec bench

@@ -10,8 +10,9 @@ local PWD_PACK = S.manifest("where", "pwd")
 -- specs about the runtime's own environment and $PATH).
 local function lua_child(env_prefix, code)
   local script = S.write(S.tmpdir("lua-") .. "/t.lua", code)
-  local cmd = string.format("cd '%s' && %s lua5.4 -e 'package.path=\"lua/?.lua;lua/?/init.lua;spec/?.lua;\"..package.path; package.cpath=\"build/lib/lua/5.4/?.so;\"..package.cpath' '%s' 2>&1",
-    S.REPO, env_prefix, script)
+  local paths = "package.path=\"lua/?.lua;lua/?/init.lua;spec/?.lua;\"..package.path;"
+    .. " package.cpath=\"" .. S.CPATH .. ";\"..package.cpath"
+  local cmd = string.format("cd '%s' && %s %s -e '%s' '%s' 2>&1", S.REPO, env_prefix, S.LUA, paths, script)
   return S.sh(cmd)
 end
 

@@ -106,4 +106,10 @@ S.REPO = (function()
   return d
 end)()
 
+-- The interpreter for specs that start a second Lua process: stock lua5.4
+-- with the C module from build/, or (make check) the ASan-built hcp-lua,
+-- which has the instrumented core preloaded.
+S.LUA = os.getenv("HCP_SPEC_LUA") or "lua5.4"
+S.CPATH = "build/lib/lua/5.4/?.so"
+
 return S

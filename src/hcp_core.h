@@ -24,7 +24,8 @@ int hcp_path_contains(const char *base, const char *path);
 
 /* Push nil, "<prefix>: <strerror(err)>", err and return 3 (paths.c).
  * err is passed in because errno must be saved before any Lua call. */
-int hcp_push_oserror(lua_State *L, int err, const char *fmt, ...);
+int hcp_push_oserror(lua_State *L, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 int luaopen_hcp_core(lua_State *L);
 

@@ -1,5 +1,19 @@
-/* module.c — luaopen_hcp_core: assembles the module from each concern's file. */
+/* module.c — luaopen_hcp_core: assembles the module from each concern's
+ * file, plus the one clock the benchmarks and timing specs read. */
 #include "hcp_core.h"
+
+#include <errno.h>
+#include <time.h>
+
+/* core.monotonic_us() -> microseconds on CLOCK_MONOTONIC (float) */
+static int l_monotonic_us(lua_State *L)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+        return hcp_push_oserror(L, errno, "clock_gettime");
+    lua_pushnumber(L, (lua_Number)ts.tv_sec * 1e6 + (lua_Number)ts.tv_nsec / 1e3);
+    return 1;
+}
 
 int luaopen_hcp_core(lua_State *L)
 {
@@ -7,6 +21,8 @@ int luaopen_hcp_core(lua_State *L)
     hcp_register_paths(L);
     hcp_register_spawn(L);
     hcp_register_fs(L);
+    lua_pushcfunction(L, l_monotonic_us);
+    lua_setfield(L, -2, "monotonic_us");
     lua_pushliteral(L, HCP_CORE_VERSION);
     lua_setfield(L, -2, "version");
     return 1;

@@ -180,7 +180,7 @@ function M.create(opts)
 end
 
 --- The loaded packs.
----@return { name: string, root: string, bin: string, path: string?, class: string, ops: string[], workspace: string, description: string? }[]
+---@return { name: string, root: string, bin: string, path: string?, class: string, ops: string[], workspace: string }[]
 function Runtime:packs()
   local out = {}
   for i, p in ipairs(self._packs) do
@@ -211,6 +211,8 @@ end
 --- The layers applied to every spawn of this runtime.
 ---@return string[]
 function Runtime:layers()
+  -- per runtime, because the stronger layers of §10.4 will depend on its options
+  local _ = self
   return table.move(M.BASE_LAYERS, 1, #M.BASE_LAYERS, 1, {})
 end
 

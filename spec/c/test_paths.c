@@ -1,0 +1,330 @@
+/* test_paths.c — the path helpers of hcp.core, tested from C.
+ *
+ * hcp_path_normalize and hcp_path_contains directly (table-driven), then
+ * core.resolve_beneath's realpath fallback, which a kernel with openat2
+ * never takes: a child process makes openat2 fail with ENOSYS through a
+ * seccomp filter and runs the same refusals as the openat2 path. */
+#include "hcp_core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+
+#include <lualib.h>
+
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                                    \
+    do {                                                                    \
+        if (cond) {                                                         \
+            passed++;                                                       \
+        } else {                                                            \
+            failed++;                                                       \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fputc('\n', stderr);                                            \
+        }                                                                   \
+    } while (0)
+
+static void norm(const char *in, const char *want)
+{
+    char out[256];
+    long n = hcp_path_normalize(in, out, sizeof out);
+
+    CHECK(n >= 0 && strcmp(out, want) == 0 && (size_t)n == strlen(want),
+          "normalize(\"%s\") = \"%s\" (%ld), want \"%s\"", in, n >= 0 ? out : "", n, want);
+}
+
+static void test_normalize(void)
+{
+    static const char *const cases[][2] = {
+        {"//etc", "/etc"},
+        {"/tmp/../etc", "/etc"},
+        {"/../etc", "/etc"},
+        {"/..", "/"},
+        {"a/../../b", "../b"},
+        {"", "."},
+        {"./x/", "x"},
+        {"/", "/"},
+        {"//", "/"},
+        {"///a//b///", "/a/b"},
+        {".", "."},
+        {"./", "."},
+        {"..", ".."},
+        {"../..", "../.."},
+        {"../a/..", ".."},
+        {"a/..", "."},
+        {"a/b/../..", "."},
+        {"a/b/../../..", ".."},
+        {"/a/./b/.", "/a/b"},
+        {"/a/b/c/../../d", "/a/d"},
+        {"...", "..."},
+        {"/..x/.y", "/..x/.y"},
+        {"a/.../b", "a/.../b"},
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        norm(cases[i][0], cases[i][1]);
+}
+
+/* The output must fit exactly, terminating NUL included, never truncated. */
+static void test_normalize_sizes(void)
+{
+    char out[16];
+
+    memset(out, 'Z', sizeof out);
+    CHECK(hcp_path_normalize("/abc", out, 5) == 4 && strcmp(out, "/abc") == 0, "exact fit");
+    CHECK(hcp_path_normalize("/abc", out, 4) == -1, "one byte short");
+    CHECK(hcp_path_normalize("", out, 2) == 1 && strcmp(out, ".") == 0, "\".\" needs 2");
+    CHECK(hcp_path_normalize("", out, 1) == -1, "\".\" in 1 byte");
+    CHECK(hcp_path_normalize("/", out, 1) == -1, "\"/\" in 1 byte");
+    CHECK(hcp_path_normalize("/", out, 0) == -1, "zero size");
+    CHECK(hcp_path_normalize("a", out, 0) == -1, "zero size, relative");
+    CHECK(hcp_path_normalize("/a/b/../c", out, 5) == 4 && strcmp(out, "/a/c") == 0,
+          "output shorter than input fits");
+    memset(out, 'Z', sizeof out);
+    CHECK(hcp_path_normalize("/abcdef", out, 4) == -1 && out[4] == 'Z',
+          "no write past outsz");
+
+    /* The Lua wrapper's strlen+2 is always enough. */
+    {
+        static const char *const inputs[] = {"", ".", "/", "a", "..", "//", "./x/", "a/../../b"};
+        size_t i;
+        for (i = 0; i < sizeof inputs / sizeof inputs[0]; i++)
+            CHECK(hcp_path_normalize(inputs[i], out, strlen(inputs[i]) + 2) >= 0,
+                  "strlen+2 suffices for \"%s\"", inputs[i]);
+    }
+}
+
+static void test_contains(void)
+{
+    static const struct { const char *base, *path; int want; } cases[] = {
+        {"/a/pre", "/a/prefix", 0},
+        {"/a/pre", "/a/pre", 1},
+        {"/a/pre", "/a/pre/x", 1},
+        {"/a/pre", "/a", 0},
+        {"/a/pre", "/a/pr", 0},
+        {"/", "/", 1},
+        {"/", "/etc/passwd", 1},
+        {"/etc", "/", 0},
+        {"/etc", "/etcetera", 0},
+        {"/etc", "/etc/", 1},
+        {"/a", "a", 0},   /* relative paths are never contained */
+        {"a", "a/b", 0},
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        CHECK(hcp_path_contains(cases[i].base, cases[i].path) == cases[i].want,
+              "contains(\"%s\", \"%s\") != %d", cases[i].base, cases[i].path, cases[i].want);
+}
+
+/* ---- resolve_beneath without openat2 ---------------------------------- */
+
+static void write_file(const char *path, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+
+    if (fd < 0 || write(fd, "#!/bin/sh\n", 10) != 10 || fchmod(fd, mode) != 0) {
+        perror(path);
+        exit(2);
+    }
+    close(fd);
+}
+
+/* Calls core.resolve_beneath(root, rel); returns the errno it reports, 0 on
+ * success (with the path copied to out). */
+static int call_beneath(lua_State *L, const char *root, const char *rel, char *out, size_t outsz)
+{
+    int err = 0;
+
+    lua_settop(L, 1);  /* the module table */
+    lua_getfield(L, 1, "resolve_beneath");
+    lua_pushstring(L, root);
+    lua_pushstring(L, rel);
+    if (lua_pcall(L, 2, 3, 0) != LUA_OK) {
+        fprintf(stderr, "resolve_beneath raised: %s\n", lua_tostring(L, -1));
+        return -1;
+    }
+    if (lua_isstring(L, -3))
+        snprintf(out, outsz, "%s", lua_tostring(L, -3));
+    else
+        err = (int)lua_tointeger(L, -1);
+    return err;
+}
+
+static int deny_openat2(void)
+{
+#if defined(__x86_64__)
+#define TEST_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define TEST_ARCH AUDIT_ARCH_AARCH64
+#endif
+#ifdef TEST_ARCH
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TEST_ARCH, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat2, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {sizeof code / sizeof code[0], code};
+
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+        return -1;
+    return 0;
+#else
+    return -1;
+#endif
+}
+
+/* Runs in a child, which reports its counts to the parent through a pipe. */
+static void beneath_checks(const char *root, int expect_fallback)
+{
+    char path[128], want[128], got[4096];
+    lua_State *L = luaL_newstate();
+    int err;
+
+    luaL_openlibs(L);
+    lua_settop(L, 0);
+    luaopen_hcp_core(L);  /* the module table, at index 1 from now on */
+
+    if (expect_fallback)
+        CHECK(syscall(SYS_openat2, AT_FDCWD, ".", NULL, 0) < 0 && errno == ENOSYS,
+              "openat2 is denied in the child");
+
+    snprintf(want, sizeof want, "%s/bin/ok", root);
+    err = call_beneath(L, root, "bin/ok", got, sizeof got);
+    CHECK(err == 0 && strcmp(got, want) == 0, "bin/ok: err %d, got %s", err, err ? "" : got);
+    err = call_beneath(L, root, "bin/./sub/../ok", got, sizeof got);
+    CHECK(err == 0 && strcmp(got, want) == 0, "bin/./sub/../ok: err %d", err);
+    err = call_beneath(L, root, "bin/inlink", got, sizeof got);
+    CHECK(err == 0 && strcmp(got, want) == 0, "relative link inside: err %d", err);
+    CHECK(call_beneath(L, root, "bin/x", got, sizeof got) == EXDEV, "absolute link out");
+    CHECK(call_beneath(L, root, "bin/up", got, sizeof got) == EXDEV, "relative link out");
+    CHECK(call_beneath(L, root, "../outside", got, sizeof got) == EXDEV, "../outside");
+    CHECK(call_beneath(L, root, "bin/../../outside", got, sizeof got) == EXDEV, "bin/../../x");
+    CHECK(call_beneath(L, root, "../nonexistent", got, sizeof got) == EXDEV, "../nonexistent");
+    CHECK(call_beneath(L, root, "bin/noexec", got, sizeof got) == EACCES, "noexec");
+    CHECK(call_beneath(L, root, "bin", got, sizeof got) == EACCES, "a directory");
+    CHECK(call_beneath(L, root, "bin/missing", got, sizeof got) == ENOENT, "missing");
+    snprintf(path, sizeof path, "%s/missing-root", root);
+    CHECK(call_beneath(L, path, "bin/ok", got, sizeof got) == ENOENT, "missing root");
+    lua_close(L);
+}
+
+static void test_beneath(void)
+{
+    char tmpl[] = "/tmp/test_paths.XXXXXX";
+    char root[64], p[128];
+    const char *dir = mkdtemp(tmpl);
+    int pfd[2];
+    int mode;
+
+    if (!dir) {
+        perror("mkdtemp");
+        exit(2);
+    }
+    snprintf(root, sizeof root, "%s/root", dir);
+    snprintf(p, sizeof p, "%s/outside", dir);
+    write_file(p, 0755);
+    if (mkdir(root, 0755) != 0)
+        perror("mkdir root");
+    snprintf(p, sizeof p, "%s/bin", root);
+    if (mkdir(p, 0755) != 0)
+        perror("mkdir bin");
+    snprintf(p, sizeof p, "%s/bin/ok", root);
+    write_file(p, 0755);
+    snprintf(p, sizeof p, "%s/bin/noexec", root);
+    write_file(p, 0644);
+    snprintf(p, sizeof p, "%s/bin/x", root);
+    if (symlink("/usr/bin/id", p) != 0)
+        perror("symlink x");
+    snprintf(p, sizeof p, "%s/bin/up", root);
+    if (symlink("../../outside", p) != 0)
+        perror("symlink up");
+    snprintf(p, sizeof p, "%s/bin/inlink", root);
+    if (symlink("ok", p) != 0)
+        perror("symlink inlink");
+    snprintf(p, sizeof p, "%s/bin/sub", root);
+    if (mkdir(p, 0755) != 0)
+        perror("mkdir sub");
+
+    /* Mode 0: openat2 as the kernel has it; mode 1: openat2 denied. */
+    for (mode = 0; mode < 2; mode++) {
+        pid_t pid;
+        int st, counts[2] = {0, 0};
+
+        if (pipe(pfd) != 0) {
+            perror("pipe");
+            exit(2);
+        }
+        fflush(NULL);
+        pid = fork();
+        if (pid < 0) {
+            perror("fork");
+            exit(2);
+        }
+        if (pid == 0) {
+            close(pfd[0]);
+            passed = failed = 0;
+            if (mode == 1 && deny_openat2() != 0) {
+                fprintf(stderr, "test_paths: cannot install seccomp filter, fallback untested\n");
+                _exit(0);
+            }
+            beneath_checks(root, mode);
+            counts[0] = passed;
+            counts[1] = failed;
+            if (write(pfd[1], counts, sizeof counts) != (ssize_t)sizeof counts)
+                _exit(3);
+            _exit(0);
+        }
+        close(pfd[1]);
+        if (read(pfd[0], counts, sizeof counts) == (ssize_t)sizeof counts) {
+            passed += counts[0];
+            failed += counts[1];
+        }
+        close(pfd[0]);
+        if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            failed++;
+            fprintf(stderr, "FAIL: resolve_beneath child (mode %d) died: status %d\n", mode, st);
+        }
+    }
+
+    {  /* best-effort cleanup of the temp tree */
+        char cmd[4200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "test_paths: could not remove %s\n", dir);
+    }
+}
+
+int main(void)
+{
+    test_normalize();
+    test_normalize_sizes();
+    test_contains();
+    test_beneath();
+    printf("test_paths: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,894 @@
+/* hcp_lua.c — the hcp-lua interpreter, and the hcp / hcpx commands.
+ *
+ * Modelled on Lua 5.4's lua.c: same options, same `arg` table, everything
+ * under lua_pcall with a traceback handler, Ctrl-C turned into a Lua error by
+ * a hook. Additions: hcp.core is linked in and preloaded, the install tree's
+ * Lua directories are searched first, and argv[0] "hcp"/"hcpx" runs the CLI. */
+#include "hcp_core.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <lualib.h>
+
+#include <readline/history.h>
+#include <readline/readline.h>
+
+#define LUA_DIRVER LUA_VERSION_MAJOR "." LUA_VERSION_MINOR
+#define PROMPT1 "hcp> "
+#define PROMPT2 ">> "
+#define HISTORY_MAX 1000
+
+static const char *progname = "hcp-lua";  /* NULL in the REPL: no prefix */
+static lua_State *globalL;                /* for the SIGINT handler */
+
+/* ---- messages and protected calls ------------------------------------ */
+
+static void l_message(const char *pname, const char *msg)
+{
+    if (pname)
+        fprintf(stderr, "%s: ", pname);
+    fprintf(stderr, "%s\n", msg);
+    fflush(stderr);
+}
+
+/* Prints the error message on the stack (if any) and pops it. */
+static int report(lua_State *L, int status)
+{
+    if (status != LUA_OK) {
+        const char *msg = lua_tostring(L, -1);
+        l_message(progname, msg ? msg : "(error object is not a string)");
+        lua_pop(L, 1);
+    }
+    return status;
+}
+
+static int msghandler(lua_State *L)
+{
+    const char *msg = lua_tostring(L, 1);
+
+    if (msg == NULL) {  /* a non-string error object */
+        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+            return 1;  /* its own description is the message */
+        msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+/* Ctrl-C while Lua runs: the handler only sets a hook (async-signal-safe),
+ * and the hook raises the error from inside the interpreter. */
+static void lstop(lua_State *L, lua_Debug *ar)
+{
+    (void)ar;
+    lua_sethook(L, NULL, 0, 0);
+    luaL_error(L, "interrupted!");
+}
+
+static void laction(int sig)
+{
+    int saved = errno;
+    int mask = LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT;
+
+    (void)sig;
+    lua_sethook(globalL, lstop, mask, 1);
+    errno = saved;
+}
+
+static void set_sigint(void (*handler)(int), int flags)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sa.sa_flags = flags;
+    sigemptyset(&sa.sa_mask);
+    /* Cannot fail for SIGINT with a valid handler; nothing to do if it did. */
+    (void)sigaction(SIGINT, &sa, NULL);
+}
+
+static int docall(lua_State *L, int narg, int nres)
+{
+    int status;
+    int base = lua_gettop(L) - narg;
+
+    lua_pushcfunction(L, msghandler);
+    lua_insert(L, base);
+    globalL = L;
+    /* SA_RESETHAND: a second Ctrl-C kills us even if Lua is stuck in C. */
+    set_sigint(laction, SA_RESETHAND);
+    status = lua_pcall(L, narg, nres, base);
+    set_sigint(SIG_DFL, 0);
+    lua_remove(L, base);
+    return status;
+}
+
+static int dochunk(lua_State *L, int status)
+{
+    if (status == LUA_OK)
+        status = docall(L, 0, 0);
+    return report(L, status);
+}
+
+static int dofile(lua_State *L, const char *name)
+{
+    return dochunk(L, luaL_loadfile(L, name));
+}
+
+static int dostring(lua_State *L, const char *s, const char *name)
+{
+    return dochunk(L, luaL_loadbuffer(L, s, strlen(s), name));
+}
+
+static void print_version(void)
+{
+    printf("hcp-lua %s (Lua %s)\n", HCP_CORE_VERSION, LUA_DIRVER);
+    fflush(stdout);
+}
+
+static void print_usage(const char *badoption)
+{
+    if (badoption[1] == 'e' || badoption[1] == 'l')
+        fprintf(stderr, "hcp-lua: '%s' needs argument\n", badoption);
+    else
+        fprintf(stderr, "hcp-lua: unrecognized option '%s'\n", badoption);
+    fprintf(stderr,
+            "usage: hcp-lua [options] [script [args]]\n"
+            "Available options are:\n"
+            "  -e stat   execute string 'stat'\n"
+            "  -i        enter interactive mode after executing 'script'\n"
+            "  -l mod    require library 'mod' into global 'mod'\n"
+            "  -l g=mod  require library 'mod' into global 'g'\n"
+            "  -v        show version information\n"
+            "  -E        ignore environment variables\n"
+            "  -W        turn warnings on\n"
+            "  --        stop handling options\n"
+            "  -         stop handling options and execute stdin\n");
+    fflush(stderr);
+}
+
+/* ---- module search paths ---------------------------------------------- */
+
+static int l_preload_core(lua_State *L)
+{
+    return luaopen_hcp_core(L);
+}
+
+/* Prepends add to package[field]. */
+static void prepend_path(lua_State *L, const char *field, const char *add)
+{
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, field);
+    lua_pushfstring(L, "%s%s", add, lua_tostring(L, -1) ? lua_tostring(L, -1) : "");
+    lua_setfield(L, -3, field);
+    lua_pop(L, 2);
+}
+
+/* hcp.core comes from this binary, not from a core.so that might be another
+ * version; the Lua modules come from the tree this binary sits in, whether
+ * the build directory or an install prefix. */
+static void setup_paths(lua_State *L)
+{
+    char exe[PATH_MAX], *slash;
+    ssize_t n;
+    size_t need;
+    char *share, *lib, *nshare, *nlib;
+
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+    lua_pushcfunction(L, l_preload_core);
+    lua_setfield(L, -2, "hcp.core");
+    lua_pop(L, 1);
+
+    n = readlink("/proc/self/exe", exe, sizeof exe);
+    /* Without /proc (or with an absurd path) there is no install tree to
+     * find; the default paths still apply. */
+    if (n <= 0 || (size_t)n >= sizeof exe)
+        return;
+    exe[n] = '\0';
+    slash = strrchr(exe, '/');
+    if (!slash)
+        return;
+    *slash = '\0';  /* exe is now bindir */
+
+    /* Raw and normalised forms of both directories, collected with L. */
+    need = strlen(exe) + sizeof "/../share/lua/" LUA_DIRVER;
+    share = lua_newuserdatauv(L, 4 * need, 0);
+    lib = share + need;
+    nshare = lib + need;
+    nlib = nshare + need;
+    snprintf(share, need, "%s/../share/lua/" LUA_DIRVER, exe);
+    snprintf(lib, need, "%s/../lib/lua/" LUA_DIRVER, exe);
+    /* /proc/self/exe has no symlinks left, so a lexical ".." is exact. */
+    if (hcp_path_normalize(share, nshare, need) >= 0 &&
+        hcp_path_normalize(lib, nlib, need) >= 0) {
+        lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", nshare, nshare);
+        prepend_path(L, "path", lua_tostring(L, -1));
+        lua_pushfstring(L, "%s/?.so;", nlib);
+        prepend_path(L, "cpath", lua_tostring(L, -1));
+        lua_pop(L, 2);
+    }
+    lua_pop(L, 1);
+}
+
+/* hcp and hcpx run in any directory, often an untrusted checkout: a module
+ * missing from the install must not be picked up from the cwd instead, so
+ * every relative template goes. */
+static void drop_cwd_templates(lua_State *L, const char *field)
+{
+    luaL_Buffer b;
+    const char *p, *end;
+    int first = 1;
+
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, field);
+    p = lua_tostring(L, -1);
+    if (p == NULL) {
+        lua_pop(L, 2);
+        return;
+    }
+    luaL_buffinit(L, &b);
+    for (; *p; p = *end ? end + 1 : end) {
+        end = strchr(p, ';');
+        if (!end)
+            end = p + strlen(p);
+        if (p[0] != '/')
+            continue;  /* empty, or relative to the cwd: "./?.lua", "?.lua" */
+        if (!first)
+            luaL_addchar(&b, ';');
+        luaL_addlstring(&b, p, (size_t)(end - p));
+        first = 0;
+    }
+    luaL_pushresult(&b);
+    lua_setfield(L, -3, field);
+    lua_pop(L, 2);
+}
+
+static void createargtable(lua_State *L, char **argv, int argc, int script)
+{
+    int i;
+
+    if (script == argc)
+        script = 0;  /* no script name: arg[0] is the interpreter */
+    lua_createtable(L, argc - (script + 1), script + 1);
+    for (i = 0; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i - script);
+    }
+    lua_setglobal(L, "arg");
+}
+
+static int handle_luainit(lua_State *L)
+{
+    const char *name = "=LUA_INIT_" LUA_VERSION_MAJOR "_" LUA_VERSION_MINOR;
+    const char *init = getenv(name + 1);
+
+    if (init == NULL) {
+        name = "=LUA_INIT";
+        init = getenv(name + 1);
+    }
+    if (init == NULL)
+        return LUA_OK;
+    if (init[0] == '@')
+        return dofile(L, init + 1);
+    return dostring(L, init, name);
+}
+
+/* ---- the REPL ---------------------------------------------------------- */
+
+static volatile sig_atomic_t prompt_interrupted;
+static char *histfile;      /* NULL: no history file */
+static int use_readline;    /* stdin is a terminal */
+static char *line_result;
+static int line_done;
+
+static void on_prompt_sigint(int sig)
+{
+    (void)sig;
+    prompt_interrupted = 1;
+}
+
+static void on_rl_line(char *line)
+{
+    line_result = line;
+    line_done = 1;
+    /* Removed here, or readline would print the prompt again. */
+    rl_callback_handler_remove();
+}
+
+enum { LINE_OK, LINE_EOF, LINE_INTR };
+
+/* Reads one line through readline's callback interface, so Ctrl-C at the
+ * prompt can be seen between keys: SIGINT is blocked except inside ppoll. */
+static int readline_intr(const char *prompt, char **out)
+{
+    sigset_t block, orig;
+    struct pollfd pfd;
+    int result = LINE_OK;
+
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigprocmask(SIG_BLOCK, &block, &orig);
+    prompt_interrupted = 0;
+    set_sigint(on_prompt_sigint, 0);
+    line_done = 0;
+    line_result = NULL;
+    rl_callback_handler_install(prompt, on_rl_line);
+    pfd.fd = fileno(rl_instream ? rl_instream : stdin);
+    pfd.events = POLLIN;
+    while (!line_done) {
+        if (prompt_interrupted) {
+            /* Drop the half-typed line and start afresh on a new prompt. */
+            rl_free_line_state();
+            rl_callback_sigcleanup();
+            rl_replace_line("", 0);
+            rl_callback_handler_remove();
+            fputs("\n", rl_outstream ? rl_outstream : stdout);
+            result = LINE_INTR;
+            break;
+        }
+        if (ppoll(&pfd, 1, NULL, &orig) < 0) {
+            if (errno == EINTR)
+                continue;
+            rl_callback_handler_remove();  /* unusable terminal: treat as EOF */
+            break;
+        }
+        rl_callback_read_char();
+    }
+    set_sigint(SIG_DFL, 0);
+    sigprocmask(SIG_SETMASK, &orig, NULL);
+    *out = line_result;
+    if (result == LINE_OK && line_result == NULL)
+        result = LINE_EOF;
+    return result;
+}
+
+/* Without a terminal (hcp-lua -i < file): plain reads, prompts as lua.c. */
+static int readline_plain(const char *prompt, char **out)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+
+    fputs(prompt, stdout);
+    fflush(stdout);
+    n = getline(&line, &cap, stdin);
+    if (n < 0) {
+        free(line);
+        *out = NULL;
+        return LINE_EOF;
+    }
+    if (n > 0 && line[n - 1] == '\n')
+        line[n - 1] = '\0';
+    *out = line;
+    return LINE_OK;
+}
+
+/* Pushes the next line (without its newline); returns LINE_*. */
+static int pushline(lua_State *L, int firstline)
+{
+    const char *prompt = firstline ? PROMPT1 : PROMPT2;
+    char *line;
+    int r = use_readline ? readline_intr(prompt, &line) : readline_plain(prompt, &line);
+
+    if (r != LINE_OK)
+        return r;
+    lua_pushstring(L, line);  /* a memory error here leaks line: harmless */
+    free(line);
+    return LINE_OK;
+}
+
+static void save_line(const char *line)
+{
+    if (!use_readline || line[0] == '\0')
+        return;
+    add_history(line);
+    /* Appended at once so a crash or kill loses nothing; failures (read-only
+     * home, …) only cost the history. */
+    if (histfile)
+        (void)append_history(1, histfile);
+}
+
+/* The line as an expression first, so "1+1" prints 2. */
+static int addreturn(lua_State *L)
+{
+    const char *line = lua_tostring(L, -1);
+    const char *retline = lua_pushfstring(L, "return %s;", line);
+    int status = luaL_loadbuffer(L, retline, strlen(retline), "=stdin");
+
+    if (status == LUA_OK) {
+        lua_remove(L, -2);  /* the "return" string */
+        save_line(line);
+    } else {
+        lua_pop(L, 2);  /* the error and the "return" string */
+    }
+    return status;
+}
+
+/* A syntax error at <eof> means the statement is not finished yet. */
+static int incomplete(lua_State *L, int status)
+{
+    static const char mark[] = "<eof>";
+    const size_t marklen = sizeof mark - 1;
+
+    if (status == LUA_ERRSYNTAX) {
+        size_t len;
+        const char *msg = lua_tolstring(L, -1, &len);
+        if (len >= marklen && strcmp(msg + len - marklen, mark) == 0) {
+            lua_pop(L, 1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Returns -1 at EOF, -2 when the input was interrupted, else the load status
+ * with the chunk (or the error) on the stack. */
+static int loadline(lua_State *L)
+{
+    int status, r;
+
+    lua_settop(L, 0);
+    r = pushline(L, 1);
+    if (r == LINE_EOF)
+        return -1;
+    if (r == LINE_INTR)
+        return -2;
+    if ((status = addreturn(L)) == LUA_OK) {
+        lua_remove(L, 1);  /* the line; the chunk stays */
+        return status;
+    }
+    for (;;) {  /* a statement, possibly over several lines */
+        size_t len;
+        const char *buf = lua_tolstring(L, 1, &len);
+
+        status = luaL_loadbuffer(L, buf, len, "=stdin");
+        if (!incomplete(L, status))
+            break;
+        r = pushline(L, 0);
+        if (r == LINE_INTR)
+            return -2;
+        if (r == LINE_EOF) {
+            /* Report the unfinished statement as lua.c does. */
+            status = luaL_loadbuffer(L, buf, len, "=stdin");
+            break;
+        }
+        lua_pushliteral(L, "\n");
+        lua_insert(L, -2);
+        lua_concat(L, 3);
+    }
+    save_line(lua_tostring(L, 1));
+    lua_remove(L, 1);  /* the source; the chunk or the error stays */
+    return status;
+}
+
+static int print_values(lua_State *L)
+{
+    int i, n = lua_gettop(L);
+
+    for (i = 1; i <= n; i++) {
+        size_t len;
+        const char *s = luaL_tolstring(L, i, &len);
+        if (i > 1)
+            lua_writestring("\t", 1);
+        lua_writestring(s, len);
+        lua_pop(L, 1);
+    }
+    lua_writeline();
+    return 0;
+}
+
+/* Results go to hcp_repl_print when the Lua side defines it (pretty tables). */
+static void l_print(lua_State *L)
+{
+    int n = lua_gettop(L);
+
+    if (n == 0)
+        return;
+    luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
+    if (lua_getglobal(L, "hcp_repl_print") != LUA_TFUNCTION) {
+        lua_pop(L, 1);
+        lua_pushcfunction(L, print_values);
+    }
+    lua_insert(L, 1);
+    report(L, docall(L, n, 0));
+}
+
+/* hcp = require("hcp"), rt = hcp.repl_runtime(): both optional, so a
+ * missing module is silent; any other failure is a one-line warning. */
+static const char repl_init[] =
+    "local ok, h = pcall(require, 'hcp')\n"
+    "if not ok then\n"
+    "  h = tostring(h)\n"
+    "  if h:find(\"module 'hcp' not found\", 1, true) then return nil end\n"
+    "  return 'require(\"hcp\") failed: ' .. h\n"
+    "end\n"
+    "hcp = h\n"
+    "local f = type(h) == 'table' and rawget(h, 'repl_runtime')\n"
+    "if type(f) ~= 'function' then return nil end\n"
+    "local ok2, r = pcall(f)\n"
+    "if not ok2 then return 'hcp.repl_runtime() failed: ' .. tostring(r) end\n"
+    "rt = r\n";
+
+static void repl_setup(lua_State *L)
+{
+    int status = luaL_loadbuffer(L, repl_init, sizeof repl_init - 1, "=repl_init");
+
+    if (status == LUA_OK)
+        status = lua_pcall(L, 0, 1, 0);
+    if (lua_type(L, -1) == LUA_TSTRING) {
+        const char *msg = lua_tostring(L, -1);
+        fprintf(stderr, "hcp-lua: warning: %.*s\n", (int)strcspn(msg, "\n"), msg);
+    }
+    lua_pop(L, 1);
+}
+
+static void mkdir_quiet(const char *dir)
+{
+    /* Failures only mean no history file; readline reports nothing either. */
+    (void)mkdir(dir, 0700);
+}
+
+/* $XDG_STATE_HOME/hcp/history, else ~/.local/state/hcp/history. */
+static char *history_path(void)
+{
+    const char *state = getenv("XDG_STATE_HOME");
+    const char *home = getenv("HOME");
+    char *dir = NULL, *file = NULL;
+
+    if (state && state[0] == '/') {  /* XDG: relative values are invalid */
+        mkdir_quiet(state);
+        if (asprintf(&dir, "%s/hcp", state) < 0)
+            return NULL;
+    } else if (home && home[0] == '/') {
+        char *tmp;
+        if (asprintf(&tmp, "%s/.local", home) < 0)
+            return NULL;
+        mkdir_quiet(tmp);
+        free(tmp);
+        if (asprintf(&tmp, "%s/.local/state", home) < 0)
+            return NULL;
+        mkdir_quiet(tmp);
+        free(tmp);
+        if (asprintf(&dir, "%s/.local/state/hcp", home) < 0)
+            return NULL;
+    } else {
+        return NULL;
+    }
+    mkdir_quiet(dir);
+    if (asprintf(&file, "%s/history", dir) < 0)
+        file = NULL;
+    free(dir);
+    return file;
+}
+
+static void history_open(void)
+{
+    histfile = history_path();
+    if (!histfile)
+        return;
+    using_history();
+    stifle_history(HISTORY_MAX);
+    /* append_history needs an existing file: create it (0600) when absent. */
+    if (read_history(histfile) != 0)
+        (void)write_history(histfile);
+}
+
+static void history_close(void)
+{
+    if (histfile) {
+        (void)history_truncate_file(histfile, HISTORY_MAX);
+        free(histfile);
+        histfile = NULL;
+    }
+}
+
+static void doREPL(lua_State *L)
+{
+    int status;
+    const char *oldprogname = progname;
+
+    use_readline = isatty(STDIN_FILENO);
+    if (use_readline) {
+        rl_readline_name = "hcp";
+        rl_catch_signals = 0;  /* our own SIGINT handling, see readline_intr */
+        history_open();
+    }
+    repl_setup(L);
+    progname = NULL;
+    while ((status = loadline(L)) != -1) {
+        if (status == -2)
+            continue;
+        if (status == LUA_OK)
+            status = docall(L, 0, LUA_MULTRET);
+        if (status == LUA_OK)
+            l_print(L);
+        else
+            report(L, status);
+    }
+    lua_settop(L, 0);
+    if (!use_readline)  /* readline has ended the line already */
+        lua_writeline();
+    progname = oldprogname;
+    if (use_readline)
+        history_close();
+}
+
+/* ---- hcp-lua ----------------------------------------------------------- */
+
+#define has_error 1
+#define has_i 2
+#define has_v 4
+#define has_e 8
+#define has_E 16
+
+/* Scans the options; *first is the script's index, 0 without a script
+ * (and the faulty option's index on error). */
+static int collectargs(char **argv, int *first)
+{
+    int args = 0, i;
+
+    for (i = 1; argv[i] != NULL; i++) {
+        *first = i;
+        if (argv[i][0] != '-')
+            return args;  /* the script */
+        switch (argv[i][1]) {
+        case '-':  /* "--" */
+            if (argv[i][2] != '\0')
+                return has_error;
+            *first = argv[i + 1] ? i + 1 : 0;
+            return args;
+        case '\0':  /* "-": the script is stdin */
+            return args;
+        case 'E':
+            if (argv[i][2] != '\0')
+                return has_error;
+            args |= has_E;
+            break;
+        case 'W':
+            if (argv[i][2] != '\0')
+                return has_error;
+            break;
+        case 'i':
+            args |= has_i;  /* -i implies -v, as in lua.c */
+            /* fall through */
+        case 'v':
+            if (argv[i][2] != '\0')
+                return has_error;
+            args |= has_v;
+            break;
+        case 'e':
+            args |= has_e;
+            /* fall through */
+        case 'l':  /* both need an argument, attached or next */
+            if (argv[i][2] == '\0') {
+                i++;
+                if (argv[i] == NULL || argv[i][0] == '-')
+                    return has_error;
+            }
+            break;
+        default:
+            return has_error;
+        }
+    }
+    *first = 0;
+    return args;
+}
+
+/* -l mod: mod = require("mod"); -l g=mod: g = require("mod"). As in lua.c, a
+ * "-suffix" is dropped from the global name ("-l a-b" sets global a). */
+static int dolibrary(lua_State *L, const char *spec)
+{
+    const char *eq = strchr(spec, '=');
+    const char *modname = eq ? eq + 1 : spec;
+    size_t glen = eq ? (size_t)(eq - spec) : strcspn(spec, "-");
+    int status;
+
+    lua_getglobal(L, "require");
+    lua_pushstring(L, modname);
+    status = docall(L, 1, 1);
+    if (status == LUA_OK) {
+        lua_pushlstring(L, spec, glen);
+        lua_insert(L, -2);
+        lua_setglobal(L, lua_tostring(L, -2));
+        lua_pop(L, 1);
+    }
+    return report(L, status);
+}
+
+/* Runs -e, -l and -W in order; 0 when one failed. */
+static int runargs(lua_State *L, char **argv, int n)
+{
+    int i;
+
+    for (i = 1; i < n; i++) {
+        int opt = argv[i][1];
+
+        switch (opt) {
+        case 'e':
+        case 'l': {
+            const char *extra = argv[i] + 2;
+            int status;
+
+            if (*extra == '\0')
+                extra = argv[++i];
+            status = opt == 'e' ? dostring(L, extra, "=(command line)")
+                                : dolibrary(L, extra);
+            if (status != LUA_OK)
+                return 0;
+            break;
+        }
+        case 'W':
+            lua_warning(L, "@on", 0);
+            break;
+        default:
+            break;
+        }
+    }
+    return 1;
+}
+
+static int pushargs(lua_State *L)
+{
+    int i, n;
+
+    if (lua_getglobal(L, "arg") != LUA_TTABLE)
+        luaL_error(L, "'arg' is not a table");
+    n = (int)luaL_len(L, -1);
+    luaL_checkstack(L, n + 3, "too many arguments to script");
+    for (i = 1; i <= n; i++)
+        lua_rawgeti(L, -i, i);
+    lua_remove(L, -i);
+    return n;
+}
+
+static int handle_script(lua_State *L, char **argv)
+{
+    const char *fname = argv[0];
+    int status;
+
+    /* "-" is stdin, unless it came after "--". */
+    if (strcmp(fname, "-") == 0 && strcmp(argv[-1], "--") != 0)
+        fname = NULL;
+    status = luaL_loadfile(L, fname);
+    if (status == LUA_OK) {
+        int n = pushargs(L);
+        status = docall(L, n, LUA_MULTRET);
+    }
+    return report(L, status);
+}
+
+static int pmain(lua_State *L)
+{
+    int argc = (int)lua_tointeger(L, 1);
+    char **argv = lua_touserdata(L, 2);
+    int script = 0;
+    int args = collectargs(argv, &script);
+    int optlim = script > 0 ? script : argc;
+
+    luaL_checkversion(L);
+    if (args == has_error) {
+        print_usage(argv[script]);
+        return 0;
+    }
+    if (args & has_v)
+        print_version();
+    if (args & has_E) {  /* the package library then ignores LUA_PATH etc. */
+        lua_pushboolean(L, 1);
+        lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV");
+    }
+    luaL_openlibs(L);
+    setup_paths(L);
+    createargtable(L, argv, argc, script > 0 ? script : argc);
+    lua_gc(L, LUA_GCRESTART);
+    lua_gc(L, LUA_GCGEN, 0, 0);
+    if (!(args & has_E) && handle_luainit(L) != LUA_OK)
+        return 0;
+    if (!runargs(L, argv, optlim))
+        return 0;
+    if (script > 0 && handle_script(L, argv + script) != LUA_OK)
+        return 0;
+    if (args & has_i) {
+        doREPL(L);
+    } else if (script == 0 && !(args & (has_e | has_v))) {
+        if (isatty(STDIN_FILENO)) {
+            print_version();
+            doREPL(L);
+        } else if (dofile(L, NULL) != LUA_OK) {
+            return 0;
+        }
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* ---- hcp / hcpx -------------------------------------------------------- */
+
+/* exit code = require("hcp.cli").main(name, {args...}) */
+static int pcli(lua_State *L)
+{
+    int argc = (int)lua_tointeger(L, 1);
+    char **argv = lua_touserdata(L, 2);
+    const char *name = progname;
+    int i, status;
+
+    luaL_checkversion(L);
+    luaL_openlibs(L);
+    setup_paths(L);
+    drop_cwd_templates(L, "path");
+    drop_cwd_templates(L, "cpath");
+    createargtable(L, argv, argc, argc);
+    lua_settop(L, 0);
+
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "hcp.cli");
+    if (report(L, docall(L, 1, 1)) != LUA_OK) {
+        lua_pushinteger(L, 1);
+        return 1;
+    }
+    if (lua_getfield(L, -1, "main") != LUA_TFUNCTION) {
+        l_message(name, "module 'hcp.cli' has no function 'main'");
+        lua_pushinteger(L, 1);
+        return 1;
+    }
+    lua_pushstring(L, name);
+    lua_createtable(L, argc > 1 ? argc - 1 : 0, 0);
+    for (i = 1; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i);
+    }
+    status = report(L, docall(L, 2, 1));
+    if (status != LUA_OK) {
+        lua_pushinteger(L, 1);
+    } else if (lua_isnoneornil(L, -1) || lua_isboolean(L, -1)) {
+        lua_pushinteger(L, lua_isnil(L, -1) || lua_toboolean(L, -1) ? 0 : 1);
+    } else if (lua_isinteger(L, -1)) {
+        lua_pushinteger(L, lua_tointeger(L, -1));
+    } else {
+        lua_pushfstring(L, "main returned a %s, not an exit code", luaL_typename(L, -1));
+        l_message(name, lua_tostring(L, -1));
+        lua_pushinteger(L, 1);
+    }
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    const char *base = argv[0] ? strrchr(argv[0], '/') : NULL;
+    int cli, status, code;
+    lua_State *L;
+
+    base = base ? base + 1 : (argv[0] ? argv[0] : "hcp-lua");
+    cli = strcmp(base, "hcp") == 0 || strcmp(base, "hcpx") == 0;
+    if (argv[0] == NULL) {  /* execve with an empty argv: lua.c tolerates it */
+        static char *noargs[] = {"hcp-lua", NULL};
+        argv = noargs;
+        argc = 1;
+    }
+    progname = cli ? (strcmp(base, "hcp") == 0 ? "hcp" : "hcpx") : "hcp-lua";
+
+    L = luaL_newstate();
+    if (L == NULL) {
+        l_message(progname, "cannot create state: not enough memory");
+        return EXIT_FAILURE;
+    }
+    lua_gc(L, LUA_GCSTOP);  /* as lua.c: no collection while setting up */
+    lua_pushcfunction(L, cli ? pcli : pmain);
+    lua_pushinteger(L, argc);
+    lua_pushlightuserdata(L, argv);
+    status = lua_pcall(L, 2, 1, 0);
+    if (cli)
+        code = status == LUA_OK ? (int)lua_tointeger(L, -1) : EXIT_FAILURE;
+    else
+        code = status == LUA_OK && lua_toboolean(L, -1) ? EXIT_SUCCESS : EXIT_FAILURE;
+    report(L, status);
+    /* Closing runs __gc/__close, which kill and reap any child still alive. */
+    lua_close(L);
+    return code;
+}
