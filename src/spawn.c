@@ -39,7 +39,7 @@ enum { UV_STDIN = 1, UV_RESULT = 2 };
 enum { T_EXE, T_IN, T_OUT, T_ERR, NTMP };   /* fds only needed until fork */
 enum { SLOT_OUT, SLOT_ERR, SLOT_IN, SLOT_PID };
 
-struct stream { int fd; char *buf; size_t len, cap; int truncated; };
+struct stream { int fd; char *buf; size_t len, cap; int truncated; int tee; };
 
 typedef struct {
     int state;
@@ -135,6 +135,56 @@ static int grow(struct stream *s, size_t max)
     return 0;
 }
 
+/* One write with SIGPIPE blocked, and a SIGPIPE this write raised consumed,
+ * so a reader that went away cannot kill the runtime and no process-wide
+ * disposition changes: EPIPE comes back as an error like any other.
+ * Returns what write returned; *err holds its errno. */
+static ssize_t write_nopipe(int fd, const char *buf, size_t len, int *err)
+{
+    sigset_t pipeset, old, pending;
+    struct timespec zero = { 0, 0 };
+    ssize_t n;
+    sigemptyset(&pipeset);
+    sigaddset(&pipeset, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipeset, &old);   /* valid args: cannot fail */
+    sigpending(&pending);
+    int was_pending = sigismember(&pending, SIGPIPE);
+    do
+        n = write(fd, buf, len);
+    while (n < 0 && errno == EINTR);
+    *err = errno;
+    if (n < 0 && *err == EPIPE && !was_pending)
+        while (sigtimedwait(&pipeset, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return n;
+}
+
+/* Copies a chunk to the caller's tee fd as it arrives (hcp run passes output
+ * through this way, so the child never holds the caller's terminal). A
+ * reader that went away, or any other error, ends the copying, never the
+ * capture; an fd that is non-blocking is waited on. */
+static void tee_write(struct stream *s, const char *buf, size_t len)
+{
+    while (len > 0) {
+        int err;
+        ssize_t w = write_nopipe(s->tee, buf, len, &err);
+        if (w > 0) {
+            buf += w;
+            len -= (size_t)w;
+        } else if (w < 0 && err == EAGAIN) {
+            struct pollfd pf = { .fd = s->tee, .events = POLLOUT, .revents = 0 };
+            if (poll(&pf, 1, 1000) <= 0) {
+                s->tee = -1;
+                return;
+            }
+        } else {
+            s->tee = -1;
+            return;
+        }
+    }
+}
+
 /* Reads until the pipe is empty; past max_output (or when memory runs out)
  * bytes are read and dropped, so the child never blocks on a full pipe. */
 static void read_stream(proc_t *p, struct stream *s)
@@ -149,6 +199,8 @@ static void read_stream(proc_t *p, struct stream *s)
         }
         ssize_t n = read(s->fd, dst, room);
         if (n > 0) {
+            if (s->tee >= 0)
+                tee_write(s, dst, (size_t)n);
             if (dst == sink)
                 s->truncated = 1;
             else
@@ -164,27 +216,11 @@ static void read_stream(proc_t *p, struct stream *s)
     }
 }
 
-/* SIGPIPE is blocked around the write and a SIGPIPE this write raised is
- * consumed, so a child that closes its stdin cannot kill the runtime and no
- * process-wide disposition changes. EPIPE then just stops the writing. */
+/* A child that closes its stdin early only ends the writing (EPIPE). */
 static void write_stdin(proc_t *p)
 {
-    sigset_t pipeset, old, pending;
-    struct timespec zero = { 0, 0 };
-    ssize_t n;
-    sigemptyset(&pipeset);
-    sigaddset(&pipeset, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipeset, &old);   /* valid args: cannot fail */
-    sigpending(&pending);
-    int was_pending = sigismember(&pending, SIGPIPE);
-    do
-        n = write(p->in_fd, p->in_data + p->in_off, p->in_len - p->in_off);
-    while (n < 0 && errno == EINTR);
-    int err = errno;
-    if (n < 0 && err == EPIPE && !was_pending)
-        while (sigtimedwait(&pipeset, NULL, &zero) < 0 && errno == EINTR)
-            ;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int err;
+    ssize_t n = write_nopipe(p->in_fd, p->in_data + p->in_off, p->in_len - p->in_off, &err);
     if (n > 0)
         p->in_off += (size_t)n;
     if (p->in_off == p->in_len || (n < 0 && err != EAGAIN))
@@ -273,8 +309,8 @@ static int drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline)
             }
         int64_t wait_ms = next == NEVER ? -1 : next <= now ? 0 : (next - now + MS - 1) / MS;
         int r = poll(pfd, (nfds_t)nf, wait_ms > INT_MAX ? INT_MAX : (int)wait_ms);
-        if (r < 0 && errno == EINTR)
-            continue;
+        /* A signal with a handler (Ctrl-C in the REPL) returns to Lua, whose
+         * hook may then raise; callers that only want the result wait again. */
         if (r < 0) {
             err = errno;
             break;
@@ -387,6 +423,12 @@ static int p_wait(lua_State *L)
     check_open(L, p);
     if (p->state == S_RUNNING || p->state == S_DRAINING) {
         int err = drive(L, &p, 1, 1, deadline);
+        if (err == EINTR) {
+            luaL_pushfail(L);
+            lua_pushliteral(L, "interrupted");
+            lua_pushinteger(L, EINTR);
+            return 3;
+        }
         if (err)
             return hcp_push_oserror(L, err, "spawn: poll");
     }
@@ -485,7 +527,7 @@ static int l_wait_any(lua_State *L)
     }
     if (n > 0) {
         int err = drive(L, ps, n, 1, deadline);
-        if (err)
+        if (err && err != EINTR)   /* interrupted: report what has finished */
             return hcp_push_oserror(L, err, "spawn: poll");
     }
     lua_newtable(L);
@@ -516,7 +558,7 @@ static int l_signame(lua_State *L)
 
 static const char *const known_opts[] = {
     "path", "beneath", "argv", "env", "cwd", "stdin", "max_output",
-    "timeout_ms", "kill_grace_ms", NULL,
+    "timeout_ms", "kill_grace_ms", "tee_stdout", "tee_stderr", NULL,
 };
 
 /* An unknown option is a caller's mistake, and ignoring one (say, a future
@@ -573,6 +615,21 @@ static lua_Number opt_num(lua_State *L, const char *name, lua_Number dflt, int i
     }
     lua_pop(L, 1);
     return v > 1e12 ? 1e12 : v;   /* ms: decades; bytes: more than memory */
+}
+
+/* opts[name]: an open fd of the caller, or -1 when absent. */
+static int opt_fd(lua_State *L, const char *name)
+{
+    int t = lua_getfield(L, 1, name);
+    lua_Integer fd = -1;
+    if (t != LUA_TNIL) {
+        int isint;
+        fd = lua_tointegerx(L, -1, &isint);
+        if (!isint || fd < 0 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0)
+            luaL_error(L, "spawn: option '%s' must be an open file descriptor", name);
+    }
+    lua_pop(L, 1);
+    return (int)fd;
 }
 
 /* Builds argv or envp as a NULL-terminated array whose strings are pinned in
@@ -694,6 +751,7 @@ static int l_spawn(lua_State *L)
     lua_Number max_out = opt_num(L, "max_output", (lua_Number)DEFAULT_MAX_OUTPUT, 1);
     lua_Number timeout = opt_num(L, "timeout_ms", -1, 0);
     lua_Number grace = opt_num(L, "kill_grace_ms", 500, 0);
+    int tee[2] = { opt_fd(L, "tee_stdout"), opt_fd(L, "tee_stderr") };
     const char *nul = strlen(path) != plen ? "path"
                     : beneath && strlen(beneath) != blen ? "beneath"
                     : strlen(cwd) != clen ? "cwd" : NULL;
@@ -710,6 +768,8 @@ static int l_spawn(lua_State *L)
     memset(p, 0, sizeof *p);
     p->state = S_CLOSED;   /* safe to collect before anything is acquired */
     p->pidfd = p->in_fd = p->out[0].fd = p->out[1].fd = -1;
+    p->out[0].tee = tee[0];   /* the caller's fds: never closed here */
+    p->out[1].tee = tee[1];
     for (int i = 0; i < NTMP; i++)
         p->tmp[i] = -1;
     luaL_setmetatable(L, PROC_MT);

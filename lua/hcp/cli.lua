@@ -1,102 +1,92 @@
 --- The `hcp` and `hcpx` commands (contract §6). `hcp-lua` dispatches here
---- when it is invoked under either name.
+--- when it is invoked under either name; `main` returns the exit status.
+---
+--- Exit statuses: a call's own status for `run`/`hcpx` (127 or 126 with a
+--- one-line message for refusals), 1 for problems found (`validate`) or a
+--- failed command, 2 for a usage error.
 ---@class hcp.cli
 local M = {}
 
 local argparse = require("argparse")
 local hcp = require("hcp")
+local core = require("hcp.core")
+local config = require("hcp.config")
 local envelope = require("hcp.envelope")
 local manifest = require("hcp.manifest")
+local sandbox = require("hcp.sandbox")
 local json = require("hcp.json")
 
 local stdout, stderr = io.stdout, io.stderr
+local prog = "hcp"
+
+local function say(fmt, ...)
+  stderr:write(prog, ": ", string.format(fmt, ...), "\n")
+end
 
 -- Options that take a value: needed to find where `run`'s PACK starts, after
 -- which every argument belongs to the child verbatim (even `--json` or `-n`).
 local VALUE_OPTIONS = { ["--pack-dir"] = true, ["--allow-bin"] = true, ["--config"] = true }
 
 local function common_options(cmd)
-  cmd:option("--pack-dir", "Directory of packs, or a pack root (repeatable; default $HCP_PACK_PATH, then ./packs).")
+  cmd:option("--pack-dir", "Directory of packs, or one pack root (repeatable; default $HCP_PACK_PATH, then ./packs).")
     :count("*"):argname("<dir>")
-  cmd:option("--allow-bin", "Add a bin to the allow-list (repeatable; bare name or absolute path).")
+  cmd:option("--allow-bin", "Add a bin to the allow-list (repeatable; a bare name or an absolute path).")
     :count("*"):argname("<bin>")
-  cmd:option("--config", "Lua file returning the options table for hcp.create."):argname("<file.lua>")
-  cmd:flag("--no-sandbox", "With --native-local: leave sandbox mode.")
-  cmd:flag("--native-local", "With --no-sandbox: run bins from the host PATH (a trust decision).")
+  cmd:option("--config", "A Lua file returning the options table of hcp.create (default $HCP_CONFIG).")
+    :argname("<file.lua>")
+  cmd:flag("--no-sandbox", "Together with --native-local: leave sandbox mode.")
+  cmd:flag("--native-local", "Together with --no-sandbox: run bins from the host PATH (a trust decision).")
 end
 
-local function build_parser(prog)
-  local p = argparse(prog, "Run HCP packs in a sandbox.")
-    :epilog("Sandbox mode is the default; only --no-sandbox --native-local together leave it.")
+local function build_parser()
+  local p = argparse(prog, "Run HCP packs: real command-line tools behind a sandbox.")
+    :epilog("Sandbox mode is the default; only --no-sandbox and --native-local together leave it.\n"
+      .. "Docs: docs/guide.md, docs/cli.md, man hcp.")
   p:flag("--version", "Print the version and exit."):action(function()
     stdout:write(string.format("%s (hcp-lua) %s\n", prog, hcp.version))
     os.exit(0)
   end)
   p:command_target("command")
   p:require_command(false)
-  local run = p:command("run", "One live call: the child's output passes through; exit status is the child's.")
+
+  local run = p:command("run", "One live call; the child's output passes through and its exit status is hcp's.")
   common_options(run)
   run:flag("--json", "Print the result envelope instead of passing output through.")
-  run:argument("pack", "Pack name.")
-  local call = p:command("call", "Request envelopes in (one JSON per line), result envelopes out.")
+  run:argument("pack", "The pack to call.")
+  run:argument("args", "Arguments for the pack's bin, after its wrap.args (taken verbatim).")
+    :args("*")
+
+  local call = p:command("call", "Envelopes in, envelopes out: one JSON document per line.")
   common_options(call)
-  call:argument("file", "File of request envelopes, or - for stdin."):args("?")
-  local list = p:command("list", "The loaded packs, their bins, modes and source dirs.")
+  call:argument("file", "File of request envelopes, or - for stdin (the default)."):args("?")
+
+  local list = p:command("list", "The loaded packs: bins as resolved, workspace modes, source dirs.")
   common_options(list)
-  list:flag("--json", "Print JSON.")
-  local validate = p:command("validate", "Check manifests; exit 1 listing every problem.")
-  validate:argument("dir", "Pack roots or folders of packs."):args("+")
-  local doctor = p:command("doctor", "What isolation this host supports and what is used.")
+  list:flag("--json", "Print a JSON array.")
+
+  local validate = p:command("validate", "Check manifests and list every problem; exit 1 if any.")
+  validate:argument("dir", "Pack roots, or folders of packs."):args("+")
+
+  local doctor = p:command("doctor", "What isolation this host supports and what the runtime uses.")
   doctor:flag("--json", "Print JSON.")
+
+  local wrap = p:command("wrap", "Scaffold a pack for an existing CLI (§10.6).")
+  common_options(wrap)
+  wrap:argument("bin", "The binary: a bare name (resolved like sandbox mode would) or an absolute path.")
+  wrap:option("--name", "Pack name (default: derived from the bin).")
+  wrap:option("--dir", "Directory of the new pack (default: <first pack dir>/<name>).")
   return p
 end
 
-local function default_pack_dirs()
-  local env = os.getenv("HCP_PACK_PATH")
-  if env and env ~= "" then
-    local dirs = {}
-    for d in env:gmatch("[^:]+") do dirs[#dirs + 1] = d end
-    return dirs
-  end
-  return { "packs" }
-end
-
--- Options for hcp.create from the command line and --config.
-local function runtime_options(a)
-  local opts = {}
-  if a.config then
-    local chunk, err = loadfile(a.config, "t")
-    if not chunk then return nil, "config: " .. tostring(err) end
-    local ok, t = pcall(chunk)
-    if not ok then return nil, "config: " .. a.config .. ": " .. tostring(t) end
-    if type(t) ~= "table" then return nil, "config: " .. a.config .. ": must return a table" end
-    for k, v in pairs(t) do opts[k] = v end
-  end
-  if a.pack_dir and #a.pack_dir > 0 then
-    opts.pack_dirs = a.pack_dir
-  elseif opts.pack_dirs == nil then
-    opts.pack_dirs = default_pack_dirs()
-  end
-  if a.allow_bin and #a.allow_bin > 0 then
-    local list = {}
-    for _, b in ipairs(opts.allow_bins or { "hcpx", "hcp" }) do list[#list + 1] = b end
-    for _, b in ipairs(a.allow_bin) do list[#list + 1] = b end
-    opts.allow_bins = list
-  end
-  if a.no_sandbox then opts.sandbox = false end
-  if a.native_local then opts.native_local = true end
-  return opts
-end
-
 local function open_runtime(a)
-  local opts, err = runtime_options(a)
+  local opts, err = config.options(a)
   if not opts then return nil, err end
   local rt, cerr = hcp.create(opts)
   if not rt then return nil, cerr end
   if a.no_sandbox and a.native_local then
-    stderr:write("hcp: native-local mode: bins run from the host PATH (sandbox off)\n")
+    say("native-local mode: bins resolve on the host PATH; the sandbox's PATH rule is off")
   elseif a.no_sandbox or a.native_local then
-    stderr:write("hcp: sandbox mode stays on: --no-sandbox and --native-local are needed together\n")
+    say("sandbox mode stays on: --no-sandbox and --native-local are only honoured together")
   end
   for _, p in ipairs(rt:problems()) do
     stderr:write(manifest.format_problem(p), "\n")
@@ -104,41 +94,40 @@ local function open_runtime(a)
   return rt
 end
 
-local function cmd_run(a, rest)
+local function cmd_run(a)
   local rt, err = open_runtime(a)
-  if not rt then stderr:write(err, "\n"); return 126 end
-  local res = rt:call({ pack = a.pack, args = rest })
-  rt:close()
+  if not rt then say("%s", err); return 126 end
+  local req = { pack = a.pack, args = a.args }
+  local res
   if a.json then
+    res = rt:call(req)
     stdout:write(envelope.encode(res), "\n")
   else
-    if res.stdout then stdout:write(res.stdout) end
-    if res.stderr then stderr:write(res.stderr) end
-    if res.error and res.stdout == nil then stderr:write(res.error, "\n") end
+    -- the child's output passes through as it comes, by way of our pipes:
+    -- the child never holds this process's terminal
+    stdout:flush()
+    res = rt:call(req, { tee_stdout = 1, tee_stderr = 2 })
+    if res.stdout == nil then say("%s", res.error) end
   end
+  rt:close()
   return res.exit or 126
 end
 
 local function cmd_call(a)
   local rt, err = open_runtime(a)
-  if not rt then stderr:write(err, "\n"); return 126 end
+  if not rt then say("%s", err); return 126 end
   local fh = io.stdin
   if a.file and a.file ~= "-" then
     local f, ferr = io.open(a.file, "rb")
-    if not f then stderr:write("hcp call: ", tostring(ferr), "\n"); rt:close(); return 1 end
+    if not f then say("%s", ferr); rt:close(); return 1 end
     fh = f
   end
   for line in fh:lines() do
     if line:match("%S") then
       local v, derr = envelope.decode(line)
-      local res
-      if v == nil then
-        res = envelope.refusal(nil, 126, derr, rt.mode)
-      else
-        res = rt:call(v)
-      end
+      local res = v == nil and envelope.refusal(nil, 126, derr, rt.mode) or rt:call(v)
       stdout:write(envelope.encode(res), "\n")
-      stdout:flush()
+      stdout:flush() -- an agent keeps the pipe open and waits for each line
     end
   end
   if fh ~= io.stdin then fh:close() end
@@ -148,7 +137,7 @@ end
 
 local function cmd_list(a)
   local rt, err = open_runtime(a)
-  if not rt then stderr:write(err, "\n"); return 126 end
+  if not rt then say("%s", err); return 126 end
   local packs = rt:packs()
   if a.json then
     local out = json.array()
@@ -158,8 +147,9 @@ local function cmd_list(a)
     end
     stdout:write(json.encode(out), "\n")
   else
+    stdout:write(string.format("mode: %s\n", rt.mode))
     for _, p in ipairs(packs) do
-      stdout:write(string.format("%-16s %-28s %-10s %s\n", p.name, p.path or ("(unresolved) " .. p.bin),
+      stdout:write(string.format("%-14s %-26s %-10s %s\n", p.name, p.path or ("(not found) " .. p.bin),
         p.workspace, p.root))
     end
   end
@@ -184,60 +174,193 @@ end
 local function cmd_doctor(a)
   local d = hcp.doctor()
   if a.json then
-    stdout:write(json.encode(d), "\n")
+    local layers = json.array()
+    for i, l in ipairs(d.layers) do
+      layers[i] = { name = l.name, available = l.available, used = l.used, reason = l.reason }
+    end
+    stdout:write(json.encode({ version = d.version, core = d.core, layers = layers }), "\n")
   else
+    stdout:write(string.format("hcp-lua %s (core %s)\n", d.version, d.core))
     for _, l in ipairs(d.layers) do
-      stdout:write(string.format("%-14s %-10s %s\n", l.name, l.used and "used" or "not used", l.reason or ""))
+      stdout:write(string.format("  %-14s %-13s %s\n", l.name,
+        l.used and "used" or (l.available and "available" or "unavailable"), l.reason or ""))
     end
   end
   return 0
 end
 
--- Split `run`'s arguments at PACK: what follows goes to the child verbatim.
-local function split_run(args, start)
-  local i = start
-  while i <= #args do
-    local a = args[i]
-    if a == "--" then return i + 1 end
-    if a:sub(1, 1) ~= "-" or a == "-" then return i end
-    if VALUE_OPTIONS[a] then i = i + 1 end
-    i = i + 1
-  end
-  return i
+-- ---- hcp wrap -----------------------------------------------------------
+
+-- Metavariables that name a file in help texts: FILE, <file>, PATH, FILENAME,
+-- OUTFILE, [=FILE] …
+local function names_file(metavar)
+  local m = metavar:upper()
+  return m:find("FILE", 1, true) ~= nil or m == "PATH" or m:sub(-5) == "_PATH"
 end
 
---- Entry point: `prog` is "hcp" or "hcpx", `args` the command-line words.
----@param prog string
----@param args string[]
----@return integer status
-function M.main(prog, args)
-  args = args or {}
-  local words = {}
-  for i, a in ipairs(args) do words[i] = a end
-  if prog == "hcpx" then table.insert(words, 1, "run") end
-  local parser = build_parser(prog == "hcpx" and "hcpx" or "hcp")
-  local rest = {}
-  if words[1] == "run" then
-    local pack_at = split_run(words, 2)
-    if pack_at <= #words then
-      local head = table.move(words, 1, pack_at, 1, {})
-      if words[pack_at - 1] == "--" then table.remove(head, pack_at - 1) end
-      rest = table.move(words, pack_at + 1, #words, 1, {})
-      words = head
+--- The flags of a help text whose value is a file: on each option line, the
+--- option part (before the description column) is scanned for a file-like
+--- metavariable; every flag of that line then takes a file. Pure; exposed
+--- for the specs.
+---@param help string
+---@return string[] flags sorted, unique
+function M.file_flags_from_help(help)
+  local found, out = {}, {}
+  for line in help:gmatch("[^\n]+") do
+    local spec = line:match("^%s*(%-.-)%s%s") or line:match("^%s*(%-.*)$")
+    if spec then
+      local takes_file = false
+      for metavar in spec:gmatch("[ =<%[]+([%a_]+)") do
+        if names_file(metavar) then takes_file = true end
+      end
+      if takes_file then
+        for flag in spec:gmatch("(%-%-?[%w][%w%-]*)") do
+          if flag:match("^%-%-?[%w]") and not found[flag] then
+            found[flag] = true
+            out[#out + 1] = flag
+          end
+        end
+      end
     end
   end
-  local ok, a = parser:pparse(words)
-  if not ok then
-    stderr:write(prog, ": ", a, "\n", "Try '", prog, " --help'.\n")
+  table.sort(out)
+  return out
+end
+
+local function pack_name_for(bin)
+  local base = bin:match("([^/]+)$"):lower():gsub("[^a-z0-9._-]", "-"):gsub("^[^a-z0-9]+", "")
+  if base == "" then base = "pack" end
+  return base:sub(1, 64)
+end
+
+local function first_line(s)
+  for line in (s or ""):gmatch("[^\n]+") do
+    local t = line:match("^%s*(.-)%s*$")
+    if t ~= "" then return t end
+  end
+  return nil
+end
+
+local function cmd_wrap(a)
+  local opts, err = config.options(a)
+  if not opts then say("%s", err); return 1 end
+  local bin = a.bin
+  if not sandbox.valid_entry(bin) then
+    say("wrap: %q must be a bare name or an absolute path", bin)
     return 2
   end
-  if a.command == "run" then return cmd_run(a, rest) end
-  if a.command == "call" then return cmd_call(a) end
-  if a.command == "list" then return cmd_list(a) end
-  if a.command == "validate" then return cmd_validate(a) end
-  if a.command == "doctor" then return cmd_doctor(a) end
-  stdout:write(parser:get_help(), "\n")
+  local mode = sandbox.mode(opts.sandbox, opts.native_local)
+  local lookup = sandbox.lookup_path(mode, opts.search_path or sandbox.DEFAULT_SEARCH_PATH)
+  local path, rerr = core.resolve(bin, lookup)
+  if not path then
+    say("wrap: %s", rerr)
+    return 127
+  end
+  local name = a.name or pack_name_for(bin)
+  if #name > 64 or not name:match("^[a-z0-9][a-z0-9._-]*$") then
+    say("wrap: pack name %q does not match ^[a-z0-9][a-z0-9._-]{0,63}$ (use --name)", name)
+    return 2
+  end
+  local dir = a.dir or ((opts.pack_dirs and opts.pack_dirs[1] or "packs") .. "/" .. name)
+  dir = manifest.absolute(dir)
+  local file = dir .. "/hcp.json"
+  if core.kind(file) then
+    say("wrap: %s already exists; not overwriting an existing pack", file)
+    return 1
+  end
+
+  -- ask the tool about itself, under the same sandbox a call would get
+  local rt, cerr = hcp.create({ allow_bins = { path }, sandbox = opts.sandbox,
+    native_local = opts.native_local, search_path = opts.search_path })
+  if not rt then say("wrap: %s", cerr); return 1 end
+  local help = rt:exec({ bin = path, args = { "--help" }, timeout_ms = 5000 })
+  local version = rt:exec({ bin = path, args = { "--version" }, timeout_ms = 5000 })
+  rt:close()
+  local help_text = (help.stdout or "") .. "\n" .. (help.stderr or "")
+  local flags = M.file_flags_from_help(help_text)
+  local vline = version.ok and first_line(version.stdout) or nil
+  local description = "Wraps " .. path .. (vline and (" (" .. vline .. ")") or "")
+
+  local doc = {
+    hcp = 1, name = name, version = "0.1.0", class = "wrap", description = description,
+    wrap = { bin = path, args = json.array(), agent_env = {}, timeout_ms = manifest.DEFAULT_TIMEOUT_MS },
+    ops = {}, mocks = { ["*"] = { exit = 0, stdout = "" } }, privacy = { land = "local" },
+  }
+  if #flags > 0 then doc.wrap.workspace = { mode = "none", file_flags = json.array(flags) } end
+  -- what we write must load: check it before touching the disk
+  local _, problems = manifest.validate(json.decode(json.encode(doc)), file, dir)
+  if #problems > 0 then
+    say("wrap: internal error, the scaffold does not validate: %s", manifest.format_problem(problems[1]))
+    return 1
+  end
+  local ok_dir = core.kind(dir) == "dir" or os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'")
+  if not ok_dir then say("wrap: cannot create %s", dir); return 1 end
+  local text = json.encode(doc, { indent = 2 }) .. "\n"
+  local wok, werr = core.write_private(file, text)
+  if not wok then say("wrap: %s", werr); return 1 end
+  os.execute("chmod 0644 '" .. file:gsub("'", "'\\''") .. "'")
+
+  stdout:write(string.format("wrote %s\n", file))
+  stdout:write(string.format("  name       %s\n  wrap.bin   %s\n  description %s\n", name, path, description))
+  stdout:write(string.format("  file_flags %s\n", #flags > 0 and table.concat(flags, " ")
+    or "(none found in --help; the defaults --file --json-file --output -o --env-file apply)"))
+  stdout:write("check before use:\n")
+  stdout:write("  - the file_flags: a flag whose value is a file gets it rewritten into the jail\n")
+  stdout:write("  - add ops with {param} templates, and mocks that look like real output\n")
+  stdout:write("  - agent_env, timeout_ms, and wrap.workspace.mode if the tool reads or writes files\n")
+  stdout:write(string.format("then: %s validate %s && %s run --pack-dir %s %s --help\n",
+    prog, dir, prog, dir:match("^(.*)/[^/]+$") or ".", name))
   return 0
+end
+
+-- ---- entry point --------------------------------------------------------
+
+-- `run`'s PACK: the first word after `run` that is neither an option nor an
+-- option's value. Everything after it goes to the child verbatim.
+local function split_run(words, start)
+  local i = start
+  while i <= #words do
+    local w = words[i]
+    if w == "--" then return i + 1 end
+    if w:sub(1, 1) ~= "-" or w == "-" then return i end
+    if VALUE_OPTIONS[w] then i = i + 1 end
+    i = i + 1
+  end
+  return nil
+end
+
+--- Entry point: `name` is "hcp" or "hcpx", `args` the command-line words.
+---@param name string
+---@param args string[]
+---@return integer status
+function M.main(name, args)
+  prog = name == "hcpx" and "hcpx" or "hcp"
+  local words = table.move(args or {}, 1, #(args or {}), 1, {})
+  if prog == "hcpx" then table.insert(words, 1, "run") end
+  local rest
+  if words[1] == "run" then
+    local at = split_run(words, 2)
+    if at and at <= #words then
+      rest = table.move(words, at + 1, #words, 1, {})
+      words = table.move(words, 1, at, 1, {})
+    end
+  end
+  local parser = build_parser()
+  local ok, a = parser:pparse(words)
+  if not ok then
+    say("%s", a)
+    stderr:write(string.format("Try '%s --help'.\n", prog))
+    return 2
+  end
+  if rest then a.args = rest end
+  local handlers = { run = cmd_run, call = cmd_call, list = cmd_list, validate = cmd_validate,
+    doctor = cmd_doctor, wrap = cmd_wrap }
+  local handler = handlers[a.command]
+  if not handler then
+    stdout:write(parser:get_help(), "\n")
+    return 0
+  end
+  return handler(a)
 end
 
 return M

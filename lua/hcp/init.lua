@@ -23,6 +23,12 @@ function M.create(opts)
   return rt, err
 end
 
+--- The runtime the hcp-lua REPL starts with (see hcp.repl).
+---@return hcp.Runtime
+function M.repl_runtime()
+  return require("hcp.repl").runtime()
+end
+
 --- What isolation this host offers and what a runtime applies.
 ---@return table
 function M.doctor()

@@ -34,20 +34,31 @@ end
 -- follow in sorted order.
 local key_rank = {}
 for i, k in ipairs({ "hcp", "id", "ok", "exit", "signal", "error", "stdout", "stderr",
-  "files", "sandbox", "isolation", "timed_out", "truncated", "ms" }) do
+  "files", "sandbox", "isolation", "timed_out", "truncated", "ms",
+  -- manifests, in the order the contract presents them
+  "name", "version", "class", "description", "wrap", "bin", "args", "agent_env", "timeout_ms",
+  "workspace", "mode", "home_env", "file_flags", "network", "limits", "ops", "params", "confirm",
+  "bindings", "mocks", "privacy" }) do
   key_rank[k] = i
+end
+
+--- The order keys are written in: result fields first, in their usual
+--- order, then the rest sorted.
+---@param a any
+---@param b any
+---@return boolean
+function M.key_less(a, b)
+  local ra, rb = key_rank[a], key_rank[b]
+  if ra and rb then return ra < rb end
+  if ra then return true end
+  if rb then return false end
+  return tostring(a) < tostring(b)
 end
 
 local function sorted_keys(t)
   local keys = {}
   for k in pairs(t) do keys[#keys + 1] = k end
-  table.sort(keys, function(a, b)
-    local ra, rb = key_rank[a], key_rank[b]
-    if ra and rb then return ra < rb end
-    if ra then return true end
-    if rb then return false end
-    return tostring(a) < tostring(b)
-  end)
+  table.sort(keys, M.key_less)
   return keys
 end
 
@@ -62,8 +73,22 @@ end
 
 local encode_value
 
+local ESCAPES = { ['"'] = '\\"', ["\\"] = "\\\\", ["\b"] = "\\b", ["\f"] = "\\f",
+  ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
+
+-- Quote and escape: the two JSON specials and control bytes; "/" stays as
+-- it is (cjson writes "\/", which is valid but unpleasant to read), and
+-- other bytes pass through unchanged.
 local function encode_string(s)
-  return cjson.encode(s)
+  return '"' .. s:gsub('[%c"\\]', function(c)
+    return ESCAPES[c] or string.format("\\u%04x", c:byte())
+  end) .. '"'
+end
+
+local indent_unit -- set by encode(v, { indent = n }) for the duration of one call
+
+local function newline(out, depth)
+  if indent_unit then out[#out + 1] = "\n" .. string.rep(indent_unit, depth) end
 end
 
 encode_value = function(v, out, depth)
@@ -88,8 +113,10 @@ encode_value = function(v, out, depth)
       out[#out + 1] = "["
       for i = 1, #v do
         if i > 1 then out[#out + 1] = "," end
+        newline(out, depth + 1)
         encode_value(v[i], out, depth + 1)
       end
+      if #v > 0 then newline(out, depth) end
       out[#out + 1] = "]"
     else
       out[#out + 1] = "{"
@@ -97,10 +124,12 @@ encode_value = function(v, out, depth)
       for _, k in ipairs(sorted_keys(v)) do
         if not first then out[#out + 1] = "," end
         first = false
+        newline(out, depth + 1)
         out[#out + 1] = encode_string(tostring(k))
-        out[#out + 1] = ":"
+        out[#out + 1] = indent_unit and ": " or ":"
         encode_value(v[k], out, depth + 1)
       end
+      if not first then newline(out, depth) end
       out[#out + 1] = "}"
     end
   else
@@ -108,13 +137,17 @@ encode_value = function(v, out, depth)
   end
 end
 
---- Encode a Lua value as one line of JSON. Fields holding `nil` are absent;
---- use `json.null` for an explicit null.
+--- Encode a Lua value as JSON: one line, or indented with `{ indent = n }`
+--- (for files people edit, such as the manifests `hcp wrap` writes). Fields
+--- holding `nil` are absent; use `json.null` for an explicit null.
 ---@param v any
+---@param opts { indent: integer? }?
 ---@return string? text, string? err
-function M.encode(v)
+function M.encode(v, opts)
   local out = {}
+  indent_unit = opts and opts.indent and string.rep(" ", opts.indent) or nil
   local ok, err = pcall(encode_value, v, out, 0)
+  indent_unit = nil
   if not ok then return nil, err end
   return table.concat(out)
 end

@@ -240,7 +240,18 @@ end
 ---@return hcp.Result
 function Pending:wait()
   if self.result then return self.result end
-  local r = self.proc:wait()
+  -- leaving by an error (Ctrl-C in the REPL raises from a hook) kills the
+  -- child at once rather than at garbage collection
+  local guard <close> = setmetatable({}, { __close = function(_, err) -- luacheck: no unused
+    if err ~= nil and not self.result then
+      self.proc:kill("KILL")
+      self.proc:wait()
+      self:_cleanup()
+    end
+  end })
+  local r, why = self.proc:wait()
+  while not r and why == "interrupted" do r, why = self.proc:wait() end
+  if not r then error("hcp: wait failed: " .. tostring(why)) end
   self.result = envelope.from_run(self.req, r, self.mode, self.layers, {}, self.timeout_ms, core.signame)
   self:_cleanup()
   return self.result
@@ -269,7 +280,7 @@ function Runtime:_spawn(spec)
   local proc, err, errno = core.spawn({
     path = spec.bin_path, beneath = spec.beneath, argv = spec.argv, env = spec.env,
     cwd = spec.cwd, stdin = spec.stdin, timeout_ms = spec.timeout_ms,
-    max_output = self.max_output,
+    max_output = self.max_output, tee_stdout = spec.tee_stdout, tee_stderr = spec.tee_stderr,
   })
   if not proc then
     if spec.cleanup then spec.cleanup() end
@@ -293,14 +304,36 @@ local function mock_result(req, pack, mode)
   return res
 end
 
+---@class hcp.CallOptions
+---@field tee_stdout integer? an fd of the caller that receives the child's stdout as it comes
+---@field tee_stderr integer? the same for stderr
+
+local function check_call_options(copts)
+  if copts == nil then return {} end
+  if type(copts) ~= "table" then return nil, "envelope: call options must be a table" end
+  for k, v in pairs(copts) do
+    if k ~= "tee_stdout" and k ~= "tee_stderr" then
+      return nil, string.format("envelope: unknown call option %q", tostring(k))
+    end
+    if math.type(v) ~= "integer" or v < 0 then
+      return nil, string.format("envelope: call option %q must be a file descriptor", k)
+    end
+  end
+  return copts
+end
+
 --- Start a call without waiting for it. Refusals come back already finished.
 ---@param env_in hcp.Request|table
+---@param copts hcp.CallOptions? how the caller wants the output delivered
 ---@return table pending with :wait() -> hcp.Result
-function Runtime:start(env_in)
+function Runtime:start(env_in, copts)
   local mode = self.mode
   if self._closed then return finished(envelope.refusal(env_in, 126, "spawn: runtime is closed", mode)) end
   local req, verr = envelope.validate(env_in)
   if not req then return finished(envelope.refusal(env_in, 126, verr, mode)) end
+  local cerr
+  copts, cerr = check_call_options(copts)
+  if not copts then return finished(envelope.refusal(req, 126, cerr, mode)) end
   local function refuse(exit, msg) return finished(envelope.refusal(req, exit, msg, mode)) end
 
   local pack = self._by_name[req.pack]
@@ -377,15 +410,17 @@ function Runtime:start(env_in)
     beneath = pack.wrap.bin_kind == "relative" and pack.root or nil,
     env = sandbox.child_env(mode, self.search_path, pack.wrap.agent_env, minted),
     timeout_ms = pack.wrap.timeout_ms, cleanup = cleanup,
+    tee_stdout = copts.tee_stdout, tee_stderr = copts.tee_stderr,
   })
 end
 
 --- Run one call and return its result envelope. Never raises for a refused
 --- call: refusals are results with `ok = false`.
 ---@param env_in hcp.Request|table
+---@param copts hcp.CallOptions?
 ---@return hcp.Result
-function Runtime:call(env_in)
-  return self:start(env_in):wait()
+function Runtime:call(env_in, copts)
+  return self:start(env_in, copts):wait()
 end
 
 --- Run several calls concurrently; results in the same order.
@@ -398,6 +433,13 @@ function Runtime:call_all(list)
   for _, p in ipairs(pendings) do
     if p.proc and not p.result then procs[#procs + 1] = p.proc end
   end
+  -- leaving by an error (Ctrl-C in the REPL) kills every child of the batch
+  local guard <close> = setmetatable({}, { __close = function(_, err) -- luacheck: no unused
+    if err == nil then return end
+    for _, p in ipairs(pendings) do
+      if p.proc and not p.result then p.proc:kill("KILL") end
+    end
+  end })
   while #procs > 0 do
     local done = core.wait_any(procs)
     local still = {}
@@ -536,6 +578,10 @@ function Runtime:close()
     core.rmtree(self._private)
     self._private = nil
   end
+end
+
+function Runtime:__tostring()
+  return string.format("hcp.Runtime %s, %d packs%s", self.mode, #self._packs, self._closed and ", closed" or "")
 end
 
 Runtime.__gc = Runtime.close

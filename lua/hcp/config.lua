@@ -1,0 +1,66 @@
+--- Where the commands and the REPL get their hcp.create options from: a
+--- `--config FILE.lua` (or `$HCP_CONFIG`) returning a table, the pack dirs
+--- (`--pack-dir`, else `$HCP_PACK_PATH`, else `./packs`), extra allow-list
+--- entries, and the double opt-in of native-local.
+---@class hcp.config
+local M = {}
+
+--- `$HCP_PACK_PATH` split on ':', else `{ "packs" }`.
+---@return string[]
+function M.default_pack_dirs()
+  local env = os.getenv("HCP_PACK_PATH")
+  if env and env ~= "" then
+    local dirs = {}
+    for d in env:gmatch("[^:]+") do dirs[#dirs + 1] = d end
+    return dirs
+  end
+  return { "packs" }
+end
+
+--- Load a Lua config file that returns the options table.
+---@param path string
+---@return table? opts, string? err
+function M.load_file(path)
+  local chunk, err = loadfile(path, "t")
+  if not chunk then return nil, "config: " .. tostring(err) end
+  local ok, t = pcall(chunk)
+  if not ok then return nil, "config: " .. path .. ": " .. tostring(t) end
+  if type(t) ~= "table" then return nil, "config: " .. path .. ": must return a table of hcp.create options" end
+  return t
+end
+
+---@class hcp.ConfigArgs
+---@field config string?
+---@field pack_dir string[]?
+---@field allow_bin string[]?
+---@field no_sandbox boolean?
+---@field native_local boolean?
+
+--- Build hcp.create options. Command-line values win over the config file.
+---@param a hcp.ConfigArgs
+---@return table? opts, string? err
+function M.options(a)
+  local opts = {}
+  local file = a.config or os.getenv("HCP_CONFIG")
+  if file and file ~= "" then
+    local t, err = M.load_file(file)
+    if not t then return nil, err end
+    for k, v in pairs(t) do opts[k] = v end
+  end
+  if a.pack_dir and #a.pack_dir > 0 then
+    opts.pack_dirs = a.pack_dir
+  elseif opts.pack_dirs == nil then
+    opts.pack_dirs = M.default_pack_dirs()
+  end
+  if a.allow_bin and #a.allow_bin > 0 then
+    local list = {}
+    for _, b in ipairs(opts.allow_bins or { "hcpx", "hcp" }) do list[#list + 1] = b end
+    for _, b in ipairs(a.allow_bin) do list[#list + 1] = b end
+    opts.allow_bins = list
+  end
+  if a.no_sandbox then opts.sandbox = false end
+  if a.native_local then opts.native_local = true end
+  return opts
+end
+
+return M

@@ -1,0 +1,363 @@
+-- The commands of contract §6, driven end to end as a user types them:
+-- exit statuses, what reaches stdout and stderr, and the files written.
+local S = require("support")
+local json = require("hcp.json")
+local core = require("hcp.core")
+
+local HCP = S.REPO .. "/build/bin/hcp"
+local HCPX = S.REPO .. "/build/bin/hcpx"
+local HCP_LUA = S.REPO .. "/build/bin/hcp-lua"
+
+local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+-- Run a command line in the repo; returns stdout, stderr, exit status.
+local function run(cmdline, opts)
+  opts = opts or {}
+  local dir = S.tmpdir("cli-")
+  local env = opts.env or ""
+  local stdin = opts.stdin and (" < " .. q(S.write(dir .. "/in", opts.stdin))) or " < /dev/null"
+  local cmd = string.format("cd %s && env -u HCP_PACK_PATH -u HCP_CONFIG %s %s > %s 2> %s%s",
+    q(opts.cwd or S.REPO), env, cmdline, q(dir .. "/out"), q(dir .. "/err"), stdin)
+  local _, _, code = os.execute(cmd)
+  return S.read(dir .. "/out"), S.read(dir .. "/err"), code
+end
+
+local EX = "--pack-dir packs-examples"
+
+describe("hcp run / hcpx", function()
+  it("passes the child's stdout and stderr through and exits with its status", function()
+    local out, err, code = run(HCP .. " run " .. EX .. " jq -n '1+2'")
+    assert.equal("3\n", out)
+    assert.equal("", err)
+    assert.equal(0, code)
+    out, err, code = run(HCP .. " run " .. EX .. " jq -n 'error(\"boom\")'")
+    assert.equal("", out)
+    assert.matches("boom", err)
+    assert.equal(5, code)
+  end)
+
+  it("streams output as it comes: the first line arrives before the child ends", function()
+    local root = S.pack(S.manifest("slow", "sh", { wrap = { args = { "-c", "echo first; sleep 2; echo second" } } }))
+    local dir = S.tmpdir("stream-")
+    -- a reader that stamps when it sees each line
+    local cmd = string.format("%s run --pack-dir %s slow | while read -r l; do echo \"$l $(date +%%s%%N)\"; done > %s",
+      HCP, q(root), q(dir .. "/o"))
+    local t0 = core.monotonic_us()
+    assert(os.execute(cmd))
+    local lines = {}
+    for l, stamp in S.read(dir .. "/o"):gmatch("(%a+) (%d+)\n") do lines[l] = tonumber(stamp) end
+    assert.truthy(lines.first and lines.second)
+    assert.is_true(lines.second - lines.first > 1e9, "first line waited for the child to end")
+    assert.is_true(core.monotonic_us() - t0 >= 2e6)
+  end)
+
+  it("refusals exit 127/126 with one line on stderr, and print nothing on stdout", function()
+    local out, err, code = run(HCP .. " run " .. EX .. " nope")
+    assert.equal("", out)
+    assert.equal('hcp: envelope: no pack named "nope"\n', err)
+    assert.equal(126, code)
+    local root = S.pack(S.manifest("ghost", "hcp-not-a-real-binary"))
+    out, err, code = run(HCP .. " run --pack-dir " .. q(root) .. " ghost")
+    assert.equal("", out)
+    assert.equal(127, code)
+    assert.matches('hcp: spawn: bin "hcp%-not%-a%-real%-binary".*not found', err)
+  end)
+
+  it("arguments after PACK go to the child verbatim, even ones that look like hcp options", function()
+    local out = run(HCP .. " run " .. EX .. " jq -n --arg x --pack-dir '$x'")
+    assert.equal('"--pack-dir"\n', out)
+  end)
+
+  it("--json prints the result envelope", function()
+    local out, _, code = run(HCP .. " run --json " .. EX .. " jq -n 6*7")
+    assert.equal(0, code)
+    local res = json.decode(out)
+    assert.is_true(res.ok)
+    assert.equal("42\n", res.stdout)
+    assert.equal("sandbox", res.sandbox)
+  end)
+
+  it("hcpx PACK ARGS is hcp run", function()
+    local out, _, code = run(HCPX .. " " .. EX .. " jq -n '\"x\"'")
+    assert.equal('"x"\n', out)
+    assert.equal(0, code)
+  end)
+end)
+
+describe("hcp call", function()
+  it("answers one result line per request line; a malformed line gets an error envelope and the stream goes on", function()
+    local input = table.concat({
+      '{"id":"a","pack":"jq","op":"eval","params":{"expr":"[1,2]|add"}}',
+      "not json",
+      "",
+      '{"id":"c","pack":"jq","x":1}',
+      '{"id":"d","pack":"jq","op":"filter","params":{"expr":".a"},"stdin":"{\\"a\\":5}"}',
+    }, "\n") .. "\n"
+    local out, _, code = run(HCP .. " call " .. EX, { stdin = input })
+    assert.equal(0, code)
+    local lines = {}
+    for l in out:gmatch("[^\n]+") do lines[#lines + 1] = json.decode(l) end
+    assert.equal(4, #lines)
+    assert.equal("a", lines[1].id)
+    assert.equal("3\n", lines[1].stdout)
+    assert.matches("^envelope: invalid JSON", lines[2].error)
+    assert.equal(126, lines[2].exit)
+    assert.equal('envelope: unknown field "x"', lines[3].error)
+    assert.equal("c", lines[3].id)
+    assert.equal("5\n", lines[4].stdout)
+  end)
+
+  it("reads a file as well as -", function()
+    local f = S.write(S.tmpdir("req-") .. "/reqs.jsonl", '{"pack":"jq","args":["-n","7"]}\n')
+    local out = run(HCP .. " call " .. EX .. " " .. q(f))
+    assert.equal("7\n", json.decode(out).stdout)
+  end)
+
+  it("answers each line before the next is read (an agent keeps the pipe open)", function()
+    local dir = S.tmpdir("pipe-")
+    local fifo = dir .. "/in"
+    assert(os.execute("mkfifo " .. q(fifo)))
+    -- writer: one request, then waits to see the answer before sending the next
+    local cmd = string.format([[
+      cd %s && ( exec 3>%s; echo '{"id":1,"pack":"jq","args":["-n","1"]}' >&3;
+        for i in 1 2 3 4 5 6 7 8 9 10; do grep -q '"id":1' %s/out 2>/dev/null && break; sleep 0.3; done;
+        grep -c '"id":1' %s/out > %s/seen-before-second; echo '{"id":2,"pack":"jq","args":["-n","2"]}' >&3 ) &
+      %s call %s < %s > %s/out; wait]], q(S.REPO), q(fifo), q(dir), q(dir), q(dir), HCP, EX, q(fifo), q(dir))
+    assert(os.execute(cmd))
+    assert.equal("1\n", S.read(dir .. "/seen-before-second"))
+    assert.equal(2, select(2, S.read(dir .. "/out"):gsub("\n", "")))
+  end)
+end)
+
+describe("hcp list", function()
+  it("lists packs with resolved bins, modes and source dirs", function()
+    local out, _, code = run(HCP .. " list " .. EX)
+    assert.equal(0, code)
+    assert.matches("^mode: sandbox\n", out)
+    assert.matches("jq%s+/usr/bin/jq%s+none%s+" .. S.REPO:gsub("%-", "%%-") .. "/packs%-examples/jq\n", out)
+  end)
+
+  it("--json gives an array with the same facts", function()
+    local out = run(HCP .. " list --json " .. EX)
+    local packs = json.decode(out)
+    local jq
+    for _, p in ipairs(packs) do if p.name == "jq" then jq = p end end
+    assert.equal("/usr/bin/jq", jq.path)
+    assert.equal("none", jq.workspace)
+    assert.equal("sandbox", jq.sandbox)
+  end)
+
+  it("reports a bad manifest on stderr and lists the rest", function()
+    local parent = S.tmpdir("badlist-")
+    S.pack(S.manifest("good", "env"), parent)
+    S.pack('{"hcp":1,"name":"bad","wrap":{"bin":"env","agent_env":{"LD_PRELOAD":"x"}}}', parent, "bad")
+    local out, err = run(HCP .. " list --pack-dir " .. q(parent))
+    assert.matches("good", out)
+    assert.not_matches("\nbad ", out)
+    assert.matches("manifest: .*/bad/hcp.json: wrap.agent_env.LD_PRELOAD: ", err)
+  end)
+end)
+
+describe("hcp validate", function()
+  it("prints ok for good manifests and exits 0", function()
+    local out, _, code = run(HCP .. " validate packs-examples")
+    assert.equal(0, code)
+    assert.matches("ok jq %(", out)
+  end)
+
+  it("lists every problem of every manifest with file and field, and exits 1", function()
+    local parent = S.tmpdir("invalid-")
+    S.pack('{"hcp":2,"name":"Bad","wrap":{"bin":"x/y","timeout_ms":0}}', parent, "one")
+    S.pack("{oops", parent, "two")
+    local _, err, code = run(HCP .. " validate " .. q(parent) .. " " .. q(parent .. "/missing"))
+    assert.equal(1, code)
+    local lines = {}
+    for l in err:gmatch("[^\n]+") do lines[#lines + 1] = l end
+    assert.equal(6, #lines)
+    assert.matches("missing: pack dir does not exist", err)
+    assert.matches("one/hcp.json: hcp: must be the integer 1", err)
+    assert.matches("one/hcp.json: name: ", err)
+    assert.matches("one/hcp.json: wrap.bin: ", err)
+    assert.matches("one/hcp.json: wrap.timeout_ms: ", err)
+    assert.matches("two/hcp.json: invalid JSON", err)
+  end)
+end)
+
+describe("hcp doctor", function()
+  it("lists each isolation layer, whether it is used, and why not", function()
+    local out, _, code = run(HCP .. " doctor")
+    assert.equal(0, code)
+    assert.matches("allowlist%s+used", out)
+    local d = json.decode((run(HCP .. " doctor --json")))
+    local names = {}
+    for _, l in ipairs(d.layers) do names[l.name] = l end
+    assert.is_true(names.no_new_privs.used)
+    assert.is_string(d.version)
+  end)
+end)
+
+describe("hcp wrap", function()
+  local cli = require("hcp.cli")
+
+  it("finds file-taking flags in help texts, in both --flag=FILE and -o FILE forms", function()
+    local help = [[
+Usage: tool [OPTIONS] INPUT
+  -o, --output=FILE      write here
+  -c, --config <path>    read settings
+      --json-file FILE   json input
+  -v, --verbose          more output
+  -n NUM                 a number
+      --level=LEVEL      not a file
+  -i INFILE              input file]]
+    assert.same({ "--config", "--json-file", "--output", "-c", "-i", "-o" }, cli.file_flags_from_help(help))
+  end)
+
+  it("scaffolds a pack that loads: name, resolved wrap.bin, description, file_flags", function()
+    local dir = S.tmpdir("wrap-")
+    local out, err, code = run(HCP .. " wrap qrencode", { cwd = dir })
+    assert.equal(0, code, err)
+    local file = dir .. "/packs/qrencode/hcp.json"
+    assert.matches("wrote " .. file:gsub("%-", "%%-"), out)
+    assert.matches("check before use", out)
+    local m = json.decode(S.read(file))
+    assert.equal("qrencode", m.name)
+    assert.equal("/usr/bin/qrencode", m.wrap.bin)
+    assert.matches("qrencode version", m.description)
+    local flags = {}
+    for _, f in ipairs(m.wrap.workspace.file_flags) do flags[f] = true end
+    assert.is_true(flags["-o"] and flags["--output"])
+    -- the scaffold loads and runs
+    out, err, code = run(HCP .. " run --pack-dir packs qrencode -t UTF8 -o - hi", { cwd = dir })
+    assert.equal(0, code, err)
+    assert.is_true(#out > 50)
+  end)
+
+  it("refuses to overwrite an existing pack and leaves it unchanged", function()
+    local dir = S.tmpdir("wrap2-")
+    S.mkdir(dir .. "/packs/jq")
+    S.write(dir .. "/packs/jq/hcp.json", "precious")
+    local _, err, code = run(HCP .. " wrap jq", { cwd = dir })
+    assert.equal(1, code)
+    assert.matches("already exists", err)
+    assert.equal("precious", S.read(dir .. "/packs/jq/hcp.json"))
+  end)
+
+  it("resolves the bin like sandbox mode: never from $PATH, 127 when not found", function()
+    local dir = S.tmpdir("wrap3-")
+    S.write(dir .. "/hcp-path-only", "#!/bin/sh\necho planted\n", 493)
+    local _, err, code = run(HCP .. " wrap hcp-path-only", { cwd = dir, env = "PATH=" .. q(dir) .. ":/usr/bin:/bin" })
+    assert.equal(127, code)
+    assert.matches("not found in /usr/local/bin:/usr/bin:/bin", err)
+    assert.is_nil(core.kind(dir .. "/packs"))
+  end)
+
+  it("--name and --dir choose where the pack goes", function()
+    local dir = S.tmpdir("wrap4-")
+    local _, _, code = run(HCP .. " wrap --name my-sort --dir " .. q(dir .. "/x") .. " sort", { cwd = dir })
+    assert.equal(0, code)
+    assert.equal("my-sort", json.decode(S.read(dir .. "/x/hcp.json")).name)
+  end)
+end)
+
+describe("common options", function()
+  it("--pack-dir is repeatable; $HCP_PACK_PATH is the default, then ./packs", function()
+    local a, b = S.tmpdir("pa-"), S.tmpdir("pb-")
+    S.pack(S.manifest("one", "true"), a)
+    S.pack(S.manifest("two", "true"), b)
+    local out = run(HCP .. " list --pack-dir " .. q(a) .. " --pack-dir " .. q(b))
+    assert.matches("one", out)
+    assert.matches("two", out)
+    out = run(HCP .. " list", { env = "HCP_PACK_PATH=" .. q(a .. ":" .. b) })
+    assert.matches("one", out)
+    assert.matches("two", out)
+    local cwd = S.tmpdir("cwd-")
+    S.pack(S.manifest("three", "true"), S.mkdir(cwd .. "/packs"))
+    out = run(HCP .. " list", { cwd = cwd })
+    assert.matches("three", out)
+  end)
+
+  it("--allow-bin adds to the allow-list; --config loads options from a Lua file", function()
+    local cfg = S.write(S.tmpdir("cfg-") .. "/hcp.lua",
+      'return { pack_dirs = { "packs-examples" }, policy = { deny = { "jq.exec" } } }')
+    local _, err, code = run(HCP .. " run --config " .. q(cfg) .. " jq -n 1")
+    assert.equal(126, code)
+    assert.equal('hcp: policy: "jq.exec" not covered\n', err)
+    local bad = S.write(S.tmpdir("cfg-") .. "/bad.lua", "return 42")
+    _, err, code = run(HCP .. " list --config " .. q(bad))
+    assert.equal(126, code)
+    assert.matches("must return a table", err)
+  end)
+
+  it("--no-sandbox alone stays in sandbox and says so; with --native-local it leaves, and says so", function()
+    local root = S.pack(S.manifest("envdump", "env"))
+    local out, err = run(HCP .. " run --no-sandbox --pack-dir " .. q(root) .. " envdump")
+    assert.matches("HCP_SANDBOX=sandbox", out)
+    assert.matches("sandbox mode stays on", err)
+    out, err = run(HCP .. " run --no-sandbox --native-local --pack-dir " .. q(root) .. " envdump")
+    assert.matches("HCP_SANDBOX=native%-local", out)
+    assert.matches("native%-local mode", err)
+  end)
+
+  for _, cmd in ipairs({ "run", "call", "list", "validate", "doctor", "wrap" }) do
+    it("hcp " .. cmd .. " --help prints its usage and exits 0", function()
+      local out, _, code = run(HCP .. " " .. cmd .. " --help")
+      assert.equal(0, code)
+      assert.matches("^Usage: hcp " .. cmd, out)
+    end)
+  end
+
+  it("--version and --help of hcp itself; an unknown command is a usage error (2)", function()
+    local out, _, code = run(HCP .. " --version")
+    assert.equal(0, code)
+    assert.matches("^hcp %(hcp%-lua%) 0%.%d+%.%d+\n$", out)
+    out = run(HCP .. " --help")
+    for _, cmd in ipairs({ "run", "call", "list", "validate", "doctor", "wrap" }) do
+      assert.matches("\n   " .. cmd .. " ", out)
+    end
+    local _, err
+    _, err, code = run(HCP .. " frobnicate")
+    assert.equal(2, code)
+    assert.matches("Try 'hcp %-%-help'", err)
+  end)
+end)
+
+describe("hcp-lua REPL", function()
+  it("with piped stdin and -i: rt is a runtime over the configured packs; results print readably", function()
+    local out, _, code = run(HCP_LUA .. " -i", { env = "HCP_PACK_PATH=packs-examples",
+      stdin = 'rt:call{pack="jq", args={"-n","1+1"}}\nrt.mode\n{a={}, b={1,2}}\n' })
+    assert.equal(0, code)
+    assert.matches('hcp> { hcp = 1, ok = true, exit = 0, stdout = "2\\n", stderr = "", files = {},', out, 1, true)
+    assert.matches('hcp> "sandbox"\n', out, 1, true)
+    assert.matches("hcp> { a = {}, b = { 1, 2 } }\n", out, 1, true)
+  end)
+
+  it("under a terminal, Ctrl-C interrupts a running call (its child is killed), not the REPL", function()
+    local _, has_script = S.sh("command -v script >/dev/null 2>&1")
+    if has_script ~= 0 then pending("needs script(1) from util-linux for a pseudo-terminal") return end
+    local packs = S.tmpdir("repl-")
+    S.pack(S.manifest("sleeper", "sleep", { wrap = { timeout_ms = 60000 } }), packs)
+    local dir = S.tmpdir("pty-")
+    local marker = "hcp-repl-sleep-" .. tostring(core.getpid())
+    local p = assert(io.popen(string.format(
+      "cd %s && HCP_PACK_PATH=%s HOME=%s script -qfec %s /dev/null > %s 2>&1",
+      q(S.REPO), q(packs), q(dir), q(HCP_LUA), q(dir .. "/screen")), "w"))
+    local function send(s, pause)
+      p:write(s)
+      p:flush()
+      os.execute("sleep " .. pause)
+    end
+    send("", 0.5)
+    send('r = rt:call{pack="sleeper", args={"31.5"}} -- ' .. marker .. "\n", 1)
+    local before = S.sh("pgrep -f 'slee[p] 31.5' || true")
+    send("\3", 1)
+    local after = S.sh("pgrep -f 'slee[p] 31.5' || true")
+    send("print(40 + 2)\n", 0.5)
+    send("\4", 0.3)
+    p:close()
+    local screen = S.read(dir .. "/screen")
+    assert.is_true(#before > 0, "the call was running")
+    assert.equal("", after)
+    assert.matches("interrupted", screen)
+    assert.matches("[^%d]42\r?\n", screen)
+  end)
+end)
