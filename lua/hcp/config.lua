@@ -5,7 +5,8 @@
 ---@class hcp.config
 local M = {}
 
---- `$HCP_PACK_PATH` split on ':', else `{ "packs" }`.
+--- `$HCP_PACK_PATH` split on ':', else `{ "packs" }` when ./packs exists
+--- (a missing default is no problem to report; a missing configured dir is).
 ---@return string[]
 function M.default_pack_dirs()
   local env = os.getenv("HCP_PACK_PATH")
@@ -14,7 +15,8 @@ function M.default_pack_dirs()
     for d in env:gmatch("[^:]+") do dirs[#dirs + 1] = d end
     return dirs
   end
-  return { "packs" }
+  if require("hcp.core").kind("packs") then return { "packs" } end
+  return {}
 end
 
 --- Load a Lua config file that returns the options table.

@@ -53,10 +53,20 @@ function M.view(v)
   return view(v, 0, {})
 end
 
---- Print values the way the REPL shows results.
+--- Print values the way the REPL shows results: as lua.c does for
+--- everything but tables (a string prints as itself), and tables in the
+--- compact view, strings quoted inside them.
 function M.print(...)
   local out = {}
-  for i = 1, select("#", ...) do out[i] = M.view((select(i, ...))) end
+  for i = 1, select("#", ...) do
+    local v = select(i, ...)
+    local mt = type(v) == "table" and getmetatable(v)
+    if type(v) == "table" and not (mt and mt.__tostring) then
+      out[i] = M.view(v)
+    else
+      out[i] = tostring(v)
+    end
+  end
   io.stdout:write(table.concat(out, "\t"), "\n")
 end
 
@@ -73,7 +83,8 @@ function M.runtime()
   for _, p in ipairs(rt:problems()) do
     io.stderr:write(require("hcp.manifest").format_problem(p), "\n")
   end
-  _G.hcp_repl_print = M.print
+  -- a printer the user defined (with -e or -l) wins
+  if _G.hcp_repl_print == nil then _G.hcp_repl_print = M.print end
   return rt
 end
 
