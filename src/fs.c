@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -245,7 +246,16 @@ static int l_getcwd(lua_State *L)
     return 1;
 }
 
+/* core.isatty(fd) -> boolean */
+static int l_isatty(lua_State *L)
+{
+    lua_Integer fd = luaL_checkinteger(L, 1);
+    lua_pushboolean(L, fd >= 0 && fd <= INT_MAX && isatty((int)fd));
+    return 1;
+}
+
 static const luaL_Reg fs_funcs[] = {
+    {"isatty", l_isatty},
     {"getcwd", l_getcwd},
     {"listdir", l_listdir},
     {"kind", l_kind},

@@ -49,7 +49,8 @@ local function build_parser()
   p:command_target("command")
   p:require_command(false)
 
-  local run = p:command("run", "One live call; the child's output passes through and its exit status is hcp's.")
+  local run = p:command("run", "One live call; a piped stdin goes to the child, its output passes through, "
+    .. "and its exit status is hcp's.")
   common_options(run)
   run:flag("--json", "Print the result envelope instead of passing output through.")
   run:argument("pack", "The pack to call.")
@@ -98,6 +99,9 @@ local function cmd_run(a)
   local rt, err = open_runtime(a)
   if not rt then say("%s", err); return 126 end
   local req = { pack = a.pack, args = a.args }
+  -- a piped stdin goes to the child; a terminal does not (the call would
+  -- wait on the user, and the child must never hold our terminal)
+  if not core.isatty(0) then req.stdin = io.stdin:read("a") end
   local res
   if a.json then
     res = rt:call(req)
