@@ -246,6 +246,16 @@ static int l_getcwd(lua_State *L)
     return 1;
 }
 
+/* core.mkdir(path) -> true: one directory, mode 0700 */
+static int l_mkdir(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    if (mkdir(path, 0700) != 0)
+        return hcp_push_oserror(L, errno, "mkdir %s", path);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 /* core.isatty(fd) -> boolean */
 static int l_isatty(lua_State *L)
 {
@@ -256,6 +266,7 @@ static int l_isatty(lua_State *L)
 
 static const luaL_Reg fs_funcs[] = {
     {"isatty", l_isatty},
+    {"mkdir", l_mkdir},
     {"getcwd", l_getcwd},
     {"listdir", l_listdir},
     {"kind", l_kind},

@@ -26,6 +26,9 @@ M.BASE_LAYERS = { "allowlist", "jail", "clean_env", "close_fds", "setsid", "no_n
 -- for one fails closed instead of silently running without it.
 M.STRONG_LAYERS = { landlock = true, seccomp = true, netns = true, pidns = true, caps = true, limits = true }
 
+-- §10.6: the exec-plane drivers; packs never name one.
+M.DRIVERS = { ["local"] = "hcp.driver.local", bwrap = "hcp.driver.bwrap" }
+
 local OPTIONS = {
   pack_dirs = "table", sandbox = "boolean", native_local = "boolean", allow_bins = "table",
   bindings = "table", policy = "table", isolation = "any", state_dir = "string",
@@ -114,19 +117,20 @@ function M.create(opts)
   if not iso then return nil, ierr end
   self.isolation = iso
 
-  local driver = opts.driver or "local"
-  if driver ~= "local" then
-    return nil, string.format("hcp.create: driver %q is not available in this version (only \"local\")", driver)
+  local driver_name = opts.driver or "local"
+  if not M.DRIVERS[driver_name] then
+    return nil, string.format("hcp.create: unknown driver %q (\"local\" or \"bwrap\")", driver_name)
   end
-  self.driver = driver
 
   for _, k in ipairs({ "state_dir", "out_dir" }) do
     if opts[k] ~= nil and opts[k]:sub(1, 1) ~= "/" then
       return nil, string.format("hcp.create: option %q must be an absolute path", k)
     end
   end
-  self.state_dir = opts.state_dir
-  self.out_dir = opts.out_dir
+  self.state_dir = opts.state_dir and core.normalize(opts.state_dir)
+  -- where relative --output/-o values are written back: the cwd by default
+  self.out_dir = core.normalize(opts.out_dir or manifest.absolute("."))
+  self._ws_busy = {}
 
   self.max_output = DEFAULT_MAX_OUTPUT
   if opts.max_output ~= nil then
@@ -176,6 +180,10 @@ function M.create(opts)
   self._allowlist = sandbox.allowlist(opts.allow_bins, self._packs)
   self._running = setmetatable({}, { __mode = "k" })
   self._closed = false
+
+  local drv, derr = require(M.DRIVERS[driver_name]).new(self)
+  if not drv then return nil, string.format("hcp.create: driver %q unavailable: %s", driver_name, derr) end
+  self.driver = drv
   return self
 end
 
@@ -210,9 +218,8 @@ end
 
 --- The layers applied to every spawn of this runtime.
 ---@return string[]
-function Runtime:layers()
+function Runtime:layers() -- luacheck: ignore 212
   -- per runtime, because the stronger layers of §10.4 will depend on its options
-  local _ = self
   return table.move(M.BASE_LAYERS, 1, #M.BASE_LAYERS, 1, {})
 end
 
@@ -228,7 +235,8 @@ function Runtime:_private_dir()
   return dir
 end
 
--- A pending call: already finished (a refusal or a mock) or a running child.
+-- A pending call: already finished (a refusal or a mock) or a running child
+-- with its driver context.
 local Pending = {}
 Pending.__index = Pending
 
@@ -236,7 +244,8 @@ local function finished(result)
   return setmetatable({ result = result }, Pending)
 end
 
---- Wait for the call's result.
+--- Wait for the call's result: the child's end, then the driver's write-back
+--- and cleanup.
 ---@return hcp.Result
 function Pending:wait()
   if self.result then return self.result end
@@ -252,17 +261,19 @@ function Pending:wait()
   local r, why = self.proc:wait()
   while not r and why == "interrupted" do r, why = self.proc:wait() end
   if not r then error("hcp: wait failed: " .. tostring(why)) end
-  self.result = envelope.from_run(self.req, r, self.mode, self.layers, {}, self.timeout_ms, core.signame)
+  local files, werr = self.driver:writeback(self.ctx, r)
+  local res = envelope.from_run(self.req, r, self.mode, self.layers, files, self.timeout_ms, core.signame)
+  if werr then
+    res.ok = false
+    res.error = res.error and (res.error .. "; " .. werr) or werr
+  end
+  self.result = res
   self:_cleanup()
-  return self.result
+  return res
 end
 
 function Pending:_cleanup()
-  if self.cleanup then
-    local c = self.cleanup
-    self.cleanup = nil
-    c()
-  end
+  if self.ctx then self.driver:cleanup(self.ctx) end
   if self.rt then self.rt._running[self] = nil end
 end
 
@@ -273,23 +284,89 @@ local function count_nul(argv)
   return nil
 end
 
--- Spawn a prepared call. `spec` = { req, bin_path, beneath, argv, env, cwd,
--- stdin, timeout_ms, cleanup }.
-function Runtime:_spawn(spec)
+--- §10.4 per-family egress: a pack may reach the network when it says
+--- `wrap.network: true` or has a binding of family http.
+---@param pack hcp.Pack?
+---@return boolean
+function M.network_allowed(pack)
+  if not pack then return false end
+  if pack.wrap.network then return true end
+  for _, b in pairs(pack.bindings) do
+    if b.family == "http" then return true end
+  end
+  return false
+end
+
+---@class hcp.Launch
+---@field req table         the request (for its id)
+---@field pack hcp.Pack?
+---@field ws_mode string    workspace mode
+---@field file_flags string[]
+---@field argv0 string
+---@field argv string[]     arguments after argv[0], before any rewriting
+---@field bin_path string
+---@field beneath string?
+---@field agent_env table<string, string>
+---@field home_env string[]
+---@field bindings string[] binding names to mint
+---@field opname string
+---@field stdin string?
+---@field timeout_ms integer
+---@field copts hcp.CallOptions
+
+-- What call and exec share once the bin is allowed: the argument rules,
+-- the driver's stages, bindings, the environment, the spawn. Every refusal
+-- happens before the driver copies anything in or anything is spawned.
+function Runtime:_launch(L)
+  local mode, req = self.mode, L.req
+  local function refuse(exit, msg) return finished(envelope.refusal(req, exit, msg, mode)) end
+  local nul = count_nul(L.argv)
+  if nul then return refuse(126, string.format("envelope: argument %d contains a NUL byte", nul)) end
+  -- the agent's own arguments, before the runtime puts its jail paths in
+  if mode == "sandbox" then
+    local ok, herr = sandbox.check_host_paths(L.argv)
+    if not ok then return refuse(126, herr) end
+  end
+  -- a dry run of the plan on stand-in paths: a reference that would leave
+  -- the jail is refused before any jail is made
+  local dry, derr = workspace.plan(L.argv, { jail = "/hcp-jail/j", files_dir = "/hcp-files/f", file_flags = L.file_flags })
+  if not dry then return refuse(126, derr) end
+
+  local drv = self.driver
+  local ctx, perr = drv:prepare({ pack = L.pack, principal = req.principal or "default", mode = L.ws_mode,
+    network = M.network_allowed(L.pack) })
+  if not ctx then return refuse(126, perr) end
+  local function fail(exit, msg)
+    drv:cleanup(ctx)
+    return refuse(exit, msg)
+  end
+  local argv, werr = drv:rewriteArgv(ctx, L.argv, L.file_flags)
+  if not argv then return fail(126, werr) end
+
+  local minted, merr = bindings_mod.mint(self.minters, L.pack, L.opname, L.bindings, function()
+    return drv:scratch(ctx)
+  end)
+  if not minted then return fail(126, merr) end
+
+  local extra = {}
+  for _, k in ipairs(L.home_env) do extra[k] = ctx.jail end
+  local child_argv = { L.argv0 }
+  for _, a in ipairs(argv) do child_argv[#child_argv + 1] = a end
   local layers = self:layers()
-  local proc, err, errno = core.spawn({
-    path = spec.bin_path, beneath = spec.beneath, argv = spec.argv, env = spec.env,
-    cwd = spec.cwd, stdin = spec.stdin, timeout_ms = spec.timeout_ms,
-    max_output = self.max_output, tee_stdout = spec.tee_stdout, tee_stderr = spec.tee_stderr,
+  for _, l in ipairs(drv:layers(ctx)) do layers[#layers + 1] = l end
+  local proc, err, errno = drv:spawn(ctx, {
+    path = L.bin_path, beneath = L.beneath, argv = child_argv,
+    env = sandbox.child_env(mode, self.search_path, L.agent_env, minted, extra),
+    stdin = L.stdin, timeout_ms = L.timeout_ms, max_output = self.max_output,
+    tee_stdout = L.copts.tee_stdout, tee_stderr = L.copts.tee_stderr,
   })
   if not proc then
-    if spec.cleanup then spec.cleanup() end
-    local exit = (errno == 2) and 127 or 126 -- ENOENT: not found, like a shell
-    return finished(envelope.refusal(spec.req, exit, tostring(err), self.mode))
+    return fail(errno == 2 and 127 or 126, tostring(err)) -- ENOENT: not found, like a shell
   end
-  local pending = setmetatable({ proc = proc, req = spec.req, mode = self.mode, layers = layers,
-    timeout_ms = spec.timeout_ms, cleanup = spec.cleanup, rt = self }, Pending)
+  local pending = setmetatable({ proc = proc, req = req, mode = mode, layers = layers, ctx = ctx,
+    driver = drv, timeout_ms = L.timeout_ms, rt = self }, Pending)
   self._running[pending] = true
+  if ctx.key then self._ws_busy[ctx.key] = pending end
   return pending
 end
 
@@ -371,46 +448,14 @@ function Runtime:start(env_in, copts)
   local ok, aerr = sandbox.check_allowed(pack.bin_path, self._allowlist, pack.wrap.bin)
   if not ok then return refuse(127, aerr) end
 
-  if pack.wrap.workspace.mode ~= "none" then
-    return refuse(126, string.format("workspace: mode %q is not supported by this version", pack.wrap.workspace.mode))
-  end
-  local cwd = pack.root
-
-  -- §10.6 file references and host paths
-  local rewritten, werr = workspace.rewrite(argv, cwd)
-  if not rewritten then return refuse(126, werr) end
-  argv = rewritten
-  if mode == "sandbox" then
-    local hok, herr = sandbox.check_host_paths(argv)
-    if not hok then return refuse(126, herr) end
-  end
-
-  -- §3: bindings, failing closed
-  local secret_dir
-  local function get_secret_dir()
-    if secret_dir then return secret_dir end
-    local base = self:_private_dir()
-    if not base then return nil end
-    secret_dir = core.mkdtemp(base, "secrets-")
-    return secret_dir
-  end
-  local minted, merr = bindings_mod.mint(self.minters, pack, req.op or "exec", bindings_mod.needed(pack, op), get_secret_dir)
-  local function cleanup()
-    if secret_dir then core.rmtree(secret_dir) end
-  end
-  if not minted then
-    cleanup()
-    return refuse(126, merr)
-  end
-
-  local child_argv = { pack.wrap.bin_kind == "relative" and pack.bin_path or pack.wrap.bin }
-  for _, a in ipairs(argv) do child_argv[#child_argv + 1] = a end
-  return self:_spawn({
-    req = req, bin_path = pack.bin_path, argv = child_argv, cwd = cwd, stdin = req.stdin,
-    beneath = pack.wrap.bin_kind == "relative" and pack.root or nil,
-    env = sandbox.child_env(mode, self.search_path, pack.wrap.agent_env, minted),
-    timeout_ms = pack.wrap.timeout_ms, cleanup = cleanup,
-    tee_stdout = copts.tee_stdout, tee_stderr = copts.tee_stderr,
+  local ws = pack.wrap.workspace
+  local relative = pack.wrap.bin_kind == "relative"
+  return self:_launch({
+    req = req, pack = pack, ws_mode = ws.mode, file_flags = ws.file_flags, home_env = ws.home_env,
+    argv0 = relative and pack.bin_path or pack.wrap.bin, argv = argv,
+    bin_path = pack.bin_path, beneath = relative and pack.root or nil,
+    agent_env = pack.wrap.agent_env, bindings = bindings_mod.needed(pack, op), opname = req.op or "exec",
+    stdin = req.stdin, timeout_ms = pack.wrap.timeout_ms, copts = copts,
   })
 end
 
@@ -527,41 +572,14 @@ function Runtime:exec(spec)
 
   local argv = {}
   for i, a in ipairs(args) do argv[i] = a end
-  local nul = count_nul(argv)
-  if nul then return refuse(126, string.format("envelope: argument %d contains a NUL byte", nul)) end
-
-  local cwd, cleanup
-  if pack then
-    cwd = pack.root
-  else
-    local base, berr = self:_private_dir()
-    if not base then return refuse(126, "workspace: " .. tostring(berr)) end
-    local dir, derr = core.mkdtemp(base, "exec-")
-    if not dir then return refuse(126, "workspace: " .. tostring(derr)) end
-    cwd = dir
-    cleanup = function() core.rmtree(dir) end
-  end
-  local rewritten, werr = workspace.rewrite(argv, cwd)
-  if not rewritten then
-    if cleanup then cleanup() end
-    return refuse(126, werr)
-  end
-  argv = rewritten
-  if mode == "sandbox" then
-    local hok, herr = sandbox.check_host_paths(argv)
-    if not hok then
-      if cleanup then cleanup() end
-      return refuse(126, herr)
-    end
-  end
-  local child_argv = { bin }
-  for _, a in ipairs(argv) do child_argv[#child_argv + 1] = a end
-  local req = { id = spec.id }
-  return self:_spawn({
-    req = req, bin_path = path, beneath = beneath, argv = child_argv, cwd = cwd, stdin = spec.stdin,
-    env = sandbox.child_env(mode, self.search_path, pack and pack.wrap.agent_env or {}, {}),
-    timeout_ms = timeout_ms or (pack and pack.wrap.timeout_ms) or manifest.DEFAULT_TIMEOUT_MS,
-    cleanup = cleanup,
+  local ws = pack and pack.wrap.workspace
+  return self:_launch({
+    req = { id = spec.id, principal = "default" }, pack = pack,
+    -- with no pack: a fresh private jail, removed afterwards
+    ws_mode = ws and ws.mode or "ephemeral", file_flags = ws and ws.file_flags or manifest.DEFAULT_FILE_FLAGS,
+    home_env = ws and ws.home_env or {}, argv0 = bin, argv = argv, bin_path = path, beneath = beneath,
+    agent_env = pack and pack.wrap.agent_env or {}, bindings = {}, opname = "exec", stdin = spec.stdin,
+    timeout_ms = timeout_ms or (pack and pack.wrap.timeout_ms) or manifest.DEFAULT_TIMEOUT_MS, copts = {},
   }):wait()
 end
 

@@ -1,0 +1,93 @@
+--- The `bwrap` driver (§10.6, §10.4 "containers"): the same stages as the
+--- local driver, but the child runs under bubblewrap, an existing and
+--- trusted container tool, in its own mount, pid, ipc, uts, user and
+--- (unless the pack may use the network) network namespaces, with a
+--- read-only view of the host, a fresh /tmp, /home and /root hidden, no
+--- capabilities, and only its jail (and the call's private directory)
+--- writable. Packs run unchanged: paths inside are the paths outside.
+---
+--- What it does not keep from the local driver: the local driver executes
+--- the very descriptor it checked; here bwrap executes the checked path
+--- again, inside a read-only view of the same file system.
+---@class hcp.driver.Bwrap : hcp.driver.Local
+local Local = require("hcp.driver.local")
+
+local Bwrap = setmetatable({}, { __index = Local })
+Bwrap.__index = Bwrap
+Bwrap.name = "bwrap"
+
+local core = require("hcp.core")
+
+-- Directories of people's files: replaced by an empty tmpfs inside.
+local HIDDEN = { "/home", "/root", "/Users" }
+
+local function base_args(net)
+  local args = { "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL" }
+  if net then args[#args + 1] = "--share-net" end
+  for _, a in ipairs({ "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp" }) do
+    args[#args + 1] = a
+  end
+  for _, d in ipairs(HIDDEN) do
+    if core.kind(d) == "dir" then
+      args[#args + 1] = "--tmpfs"
+      args[#args + 1] = d
+    end
+  end
+  return args
+end
+
+--- A bwrap driver, if bubblewrap is in search_path and can make its
+--- namespaces on this host (probed once, with /bin/true).
+---@param rt hcp.Runtime
+---@return hcp.driver.Bwrap? driver, string? err
+function Bwrap.new(rt)
+  local path = core.resolve("bwrap", rt.search_path)
+  if not path then
+    return nil, "bwrap not found in " .. rt.search_path .. " (Debian package bubblewrap)"
+  end
+  local probe_args = base_args(false)
+  for _, a in ipairs({ "--", "/bin/true" }) do probe_args[#probe_args + 1] = a end
+  local proc, err = core.spawn({ path = path, argv = probe_args, env = {}, cwd = "/", timeout_ms = 10000 })
+  if not proc then return nil, err end
+  local r = proc:wait()
+  if r.exit ~= 0 then
+    return nil, "bwrap cannot create its namespaces here: " .. (r.stderr:match("[^\n]+") or ("exit " .. r.exit))
+  end
+  return setmetatable({ rt = rt, bwrap = path }, Bwrap)
+end
+
+--- Stage 3, under bubblewrap: the pack root read-only (read-write when it
+--- is the jail, as in mode none), the jail and the call's private directory
+--- read-write, cwd the jail.
+---@param ctx hcp.DriverContext
+---@param spec table core.spawn options without cwd
+---@return userdata? proc, string? err, integer? errno
+function Bwrap:spawn(ctx, spec)
+  local args = base_args(ctx.network)
+  local function bind(kind, dir)
+    args[#args + 1] = kind
+    args[#args + 1] = dir
+    args[#args + 1] = dir
+  end
+  if ctx.pack_root and ctx.pack_root ~= ctx.jail then bind("--ro-bind", ctx.pack_root) end
+  bind("--bind", ctx.jail)
+  if ctx.scratch then bind("--bind", ctx.scratch) end
+  for _, a in ipairs({ "--chdir", ctx.jail, "--", spec.path }) do args[#args + 1] = a end
+  for i = 2, #spec.argv do args[#args + 1] = spec.argv[i] end
+  return core.spawn({
+    path = self.bwrap, argv = args, env = spec.env, cwd = ctx.jail, stdin = spec.stdin,
+    timeout_ms = spec.timeout_ms, max_output = spec.max_output,
+    tee_stdout = spec.tee_stdout, tee_stderr = spec.tee_stderr,
+  })
+end
+
+--- The namespaces and restrictions bubblewrap adds.
+---@param ctx hcp.DriverContext
+---@return string[]
+function Bwrap:layers(ctx) -- luacheck: ignore 212
+  local l = { "bwrap", "mountns", "pidns", "ipcns", "utsns", "userns", "ro_root", "no_caps" }
+  if not ctx.network then l[#l + 1] = "netns" end
+  return l
+end
+
+return Bwrap
