@@ -95,6 +95,16 @@ local EXAMPLES = {
     },
     utf8 = { req = { params = { text = "hi" } }, stdout = UTF8_HI },
     ascii = { req = { params = { text = "hi" } }, like = { "^ +\n", "\n        ##############      ##" } },
+    png = { req = { params = { text = "hi", file = "qr.png" } }, stdout = "", files = { "qr.png" } },
+  },
+  db = {
+    sql = {
+      req = { params = { sql = "create table if not exists t(x); insert into t values(1); select count(*) as n from t" } },
+      like = { '^%[{"n":%d+}%]\n$' },
+      files = { "data.db" },
+    },
+    tables = { req = {}, like = { "^t?\n?$" } },
+    dump = { req = {}, like = { "^PRAGMA foreign_keys=OFF;\nBEGIN TRANSACTION;\n" } },
   },
   wordfreq = {
     top = { req = { params = { n = 3 }, stdin = "The cat sat. The cat in a hat -- THE end?" }, stdout = "3 the\n2 cat\n1 a\n" },
@@ -122,6 +132,14 @@ local function check_output(pack, op, res)
     assert.matches(pat, res.stdout)
   end
   assert.is_true(ex.stdout ~= nil or ex.like ~= nil, what .. ": the example checks no output")
+  -- files written back (or, in workspace mode, created in the jail) end in these names
+  for _, name in ipairs(ex.files or {}) do
+    local found = false
+    for _, f in ipairs(res.files) do
+      if f:sub(-(#name + 1)) == "/" .. name and require("hcp.core").kind(f) == "file" then found = true end
+    end
+    assert.is_true(found, what .. ": no file " .. name .. " in " .. table.concat(res.files, ", "))
+  end
 end
 
 local function pack_info(rt, dir)
@@ -135,7 +153,11 @@ local rts = {}
 local function runtime(isolation)
   local key = isolation or "default"
   if not rts[key] then
-    rts[key] = assert(hcp.create({ pack_dirs = { DIR }, isolation = isolation }))
+    -- workspace-mode packs keep their jails here, never in the real $HOME;
+    -- --output files are written back here, never in the checkout
+    local dir = S.tmpdir("examples-")
+    rts[key] = assert(hcp.create({ pack_dirs = { DIR }, isolation = isolation,
+      state_dir = dir, out_dir = dir }))
   end
   return rts[key]
 end

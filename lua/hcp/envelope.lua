@@ -131,6 +131,10 @@ function M.validate(t)
   if type(principal) ~= "string" or #principal > 64 or not principal:match(M.PRINCIPAL_PAT) then
     return nil, "envelope: field \"principal\" must match ^[A-Za-z0-9._-]{1,64}$"
   end
+  -- it names a directory of the persisted jails: "." and ".." would not
+  if principal == "." or principal == ".." then
+    return nil, "envelope: field \"principal\" cannot be \".\" or \"..\""
+  end
   req.principal = principal
   return req
 end
