@@ -228,6 +228,14 @@ static int l_rmtree(lua_State *L)
     return 1;
 }
 
+/* core.geteuid() -> the runtime's effective uid (namespaces need a user
+ * namespace first when it is not 0) */
+static int l_geteuid(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)geteuid());
+    return 1;
+}
+
 /* core.getpid() -> the runtime's pid (names its private temp dirs) */
 static int l_getpid(lua_State *L)
 {
@@ -274,6 +282,7 @@ static const luaL_Reg fs_funcs[] = {
     {"write_private", l_write_private},
     {"rmtree", l_rmtree},
     {"getpid", l_getpid},
+    {"geteuid", l_geteuid},
     {NULL, NULL},
 };
 
