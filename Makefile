@@ -120,6 +120,7 @@ install: all
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/hcp-lua $(DESTDIR)$(PREFIX)/bin/hcp $(DESTDIR)$(PREFIX)/bin/hcpx
 	rm -rf $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VER)/hcp
+	rm -f $(DESTDIR)$(PREFIX)/share/man/man1/hcp.1 $(DESTDIR)$(PREFIX)/share/man/man1/hcp-lua.1
 
 clean:
 	rm -rf build build-asan

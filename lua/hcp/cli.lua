@@ -2,8 +2,9 @@
 --- when it is invoked under either name; `main` returns the exit status.
 ---
 --- Exit statuses: a call's own status for `run`/`hcpx` (127 or 126 with a
---- one-line message for refusals), 1 for problems found (`validate`) or a
---- failed command, 2 for a usage error.
+--- one-line message for refusals; 1 when the child exited 0 but its outputs
+--- could not be written back), 126 for a bad configuration, 1 for problems
+--- found (`validate`) or a failed command, 2 for a usage error.
 ---@class hcp.cli
 local M = {}
 
@@ -27,15 +28,31 @@ end
 -- which every argument belongs to the child verbatim (even `--json` or `-n`).
 local VALUE_OPTIONS = { ["--pack-dir"] = true, ["--allow-bin"] = true, ["--config"] = true }
 
-local function common_options(cmd)
+local function common_options(cmd, no_allow_bin)
   cmd:option("--pack-dir", "Directory of packs, or one pack root (repeatable; default $HCP_PACK_PATH, then ./packs).")
     :count("*"):argname("<dir>")
-  cmd:option("--allow-bin", "Add a bin to the allow-list (repeatable; a bare name or an absolute path).")
-    :count("*"):argname("<bin>")
+  if not no_allow_bin then
+    cmd:option("--allow-bin", "Add a bin to the allow-list (repeatable; a bare name or an absolute path).")
+      :count("*"):argname("<bin>")
+  end
   cmd:option("--config", "A Lua file returning the options table of hcp.create (default $HCP_CONFIG).")
     :argname("<file.lua>")
   cmd:flag("--no-sandbox", "Together with --native-local: leave sandbox mode.")
   cmd:flag("--native-local", "Together with --no-sandbox: run bins from the host PATH (a trust decision).")
+end
+
+-- hcpx is `hcp run`: its own parser, so its usage reads "hcpx PACK …"
+local function build_hcpx_parser()
+  local p = argparse("hcpx", "Short for `hcp run`: one live call of PACK with ARGS.")
+  p:flag("--version", "Print the version and exit."):action(function()
+    stdout:write(string.format("hcpx (hcp-lua) %s\n", hcp.version))
+    os.exit(0)
+  end)
+  common_options(p)
+  p:flag("--json", "Print the result envelope instead of passing output through.")
+  p:argument("pack", "The pack to call.")
+  p:argument("args", "Arguments for the pack's bin, after its wrap.args (taken verbatim)."):args("*")
+  return p
 end
 
 local function build_parser()
@@ -72,7 +89,7 @@ local function build_parser()
   doctor:flag("--json", "Print JSON.")
 
   local wrap = p:command("wrap", "Scaffold a pack for an existing CLI (§10.6).")
-  common_options(wrap)
+  common_options(wrap, true) -- the bin being wrapped is allowed for its --help alone
   wrap:argument("bin", "The binary: a bare name (resolved like sandbox mode would) or an absolute path.")
   wrap:option("--name", "Pack name (default: derived from the bin).")
   wrap:option("--dir", "Directory of the new pack (default: <first pack dir>/<name>).")
@@ -84,10 +101,11 @@ local function open_runtime(a)
   if not opts then return nil, err end
   local rt, cerr = hcp.create(opts)
   if not rt then return nil, cerr end
-  if a.no_sandbox and a.native_local then
-    say("native-local mode: bins resolve on the host PATH; the sandbox's PATH rule is off")
-  elseif a.no_sandbox or a.native_local then
-    say("sandbox mode stays on: --no-sandbox and --native-local are only honoured together")
+  -- said from the mode in force, whichever of the flags and the config file asked
+  if rt.mode == "native-local" then
+    say("native-local mode: bins resolve on the host PATH and the host-path rule is off")
+  elseif a.no_sandbox or a.native_local or opts.sandbox == false or opts.native_local then
+    say("sandbox mode stays on: sandbox = false and native_local = true are only honoured together")
   end
   for _, p in ipairs(rt:problems()) do
     stderr:write(manifest.format_problem(p), "\n")
@@ -111,9 +129,12 @@ local function cmd_run(a)
     -- the child never holds this process's terminal
     stdout:flush()
     res = rt:call(req, { tee_stdout = 1, tee_stderr = 2 })
-    if res.stdout == nil then say("%s", res.error) end
+    -- a refusal, or a child that exited 0 but whose outputs could not be
+    -- written back: say why (a child's own failure speaks for itself)
+    if res.stdout == nil or (not res.ok and res.exit == 0) then say("%s", res.error) end
   end
   rt:close()
+  if not res.ok and res.exit == 0 then return 1 end
   return res.exit or 126
 end
 
@@ -166,6 +187,10 @@ local function cmd_validate(a)
   for _, dir in ipairs(a.dir) do
     local roots, problems = manifest.discover(dir)
     for _, p in ipairs(problems) do stderr:write(manifest.format_problem(p), "\n"); failed = true end
+    if #roots == 0 and #problems == 0 then
+      stderr:write(string.format("manifest: %s: no hcp.json here or in its direct subdirectories\n", dir))
+      failed = true
+    end
     for _, root in ipairs(roots) do
       local pack, probs = manifest.load(root)
       for _, p in ipairs(probs) do stderr:write(manifest.format_problem(p), "\n"); failed = true end
@@ -247,7 +272,7 @@ end
 
 local function cmd_wrap(a)
   local opts, err = config.options(a)
-  if not opts then say("%s", err); return 1 end
+  if not opts then say("%s", err); return 126 end
   local bin = a.bin
   if not sandbox.valid_entry(bin) then
     say("wrap: %q must be a bare name or an absolute path", bin)
@@ -340,16 +365,16 @@ end
 function M.main(name, args)
   prog = name == "hcpx" and "hcpx" or "hcp"
   local words = table.move(args or {}, 1, #(args or {}), 1, {})
-  if prog == "hcpx" then table.insert(words, 1, "run") end
   local rest
-  if words[1] == "run" then
-    local at = split_run(words, 2)
+  local first = prog == "hcpx" and 1 or 2
+  if prog == "hcpx" or words[1] == "run" then
+    local at = split_run(words, first)
     if at and at <= #words then
       rest = table.move(words, at + 1, #words, 1, {})
       words = table.move(words, 1, at, 1, {})
     end
   end
-  local parser = build_parser()
+  local parser = prog == "hcpx" and build_hcpx_parser() or build_parser()
   local ok, a = parser:pparse(words)
   if not ok then
     say("%s", a)
@@ -357,6 +382,7 @@ function M.main(name, args)
     return 2
   end
   if rest then a.args = rest end
+  if prog == "hcpx" then return cmd_run(a) end
   local handlers = { run = cmd_run, call = cmd_call, list = cmd_list, validate = cmd_validate,
     doctor = cmd_doctor, wrap = cmd_wrap }
   local handler = handlers[a.command]
