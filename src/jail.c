@@ -229,7 +229,7 @@ static int l_stage(lua_State *L)
         return hcp_push_oserror(L, e, "workspace: %s", dst_path);
     }
     int in = -1, dir = -1, out = -1, err = 0;
-    const char *what = rel;
+    const char *what = rel, *escaped_root = src_path;
     char tmp[64] = "";
     struct stat st;
     in = open_beneath(src_root, rel, O_RDONLY, 0, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
@@ -240,6 +240,7 @@ static int l_stage(lua_State *L)
     } else if ((dir = make_parents(dst_root, dst_rel, &name)) < 0) {
         err = errno;
         what = dst_rel;
+        escaped_root = dst_path;
     } else if ((out = open_tmp(dir, tmp, sizeof tmp, 0600)) < 0) {
         err = errno;
         what = dst_rel;
@@ -261,7 +262,7 @@ static int l_stage(lua_State *L)
     close(src_root);
     close(dst_root);
     if (err == EXDEV)
-        return luaL_pushfail(L), lua_pushfstring(L, "workspace: %s: path escapes %s", what, src_path),
+        return luaL_pushfail(L), lua_pushfstring(L, "workspace: %s: path escapes %s", what, escaped_root),
                lua_pushinteger(L, err), 3;
     if (err == EINVAL)
         return luaL_pushfail(L), lua_pushfstring(L, "workspace: %s: not a regular file", what),
@@ -348,6 +349,36 @@ static int l_writeback(lua_State *L)
                lua_pushinteger(L, err), 3;
     if (err)
         return hcp_push_oserror(L, err, "workspace: write-back of %s", dst_rel);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* core.mkdirs_beneath(root, rel) -> true: makes root/rel and its parents
+ * (0700) without following any link: a directory a child replaced by a
+ * symlink (say to a host directory) is refused, never created through. */
+static int l_mkdirs_beneath(lua_State *L)
+{
+    const char *root_path, *name;
+    const char *rel = check_rel(L, 2);
+    int root = open_root(L, 1, &root_path);
+    if (root < 0)
+        return hcp_push_oserror(L, errno, "workspace: %s", root_path);
+    char with_leaf[PATH_MAX];
+    /* make_parents makes the directories of a file's path: give it one */
+    if (snprintf(with_leaf, sizeof with_leaf, "%s/x", rel) >= (int)sizeof with_leaf) {
+        close(root);
+        return hcp_push_oserror(L, ENAMETOOLONG, "workspace: %s", rel);
+    }
+    int dir = make_parents(root, with_leaf, &name);
+    int err = dir < 0 ? errno : 0;
+    close(root);
+    if (dir >= 0)
+        close(dir);
+    if (err == EXDEV)
+        return luaL_pushfail(L), lua_pushfstring(L, "workspace: %s: path escapes the jail", rel),
+               lua_pushinteger(L, err), 3;
+    if (err)
+        return hcp_push_oserror(L, err, "workspace: %s", rel);
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -464,6 +495,7 @@ void hcp_register_jail(lua_State *L)
     static const luaL_Reg lock_methods[] = { { "unlock", lock_release }, { NULL, NULL } };
     static const luaL_Reg funcs[] = {
         { "stage", l_stage }, { "writeback", l_writeback }, { "scan", l_scan },
+        { "mkdirs_beneath", l_mkdirs_beneath },
         { "lock", l_lock }, { NULL, NULL },
     };
     luaL_newmetatable(L, LOCK_MT);

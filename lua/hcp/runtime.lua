@@ -261,6 +261,7 @@ function Pending:wait()
   local r, why = self.proc:wait()
   while not r and why == "interrupted" do r, why = self.proc:wait() end
   if not r then error("hcp: wait failed: " .. tostring(why)) end
+  r = self.driver:result(self.ctx, r)
   local files, werr = self.driver:writeback(self.ctx, r)
   local res = envelope.from_run(self.req, r, self.mode, self.layers, files, self.timeout_ms, core.signame)
   if werr then

@@ -133,13 +133,15 @@ function M.default_state_dir()
 end
 
 --- Where the persisted jail of a principal and pack lives, and its lock.
+--- The lock's name starts with a dot, which no pack name can: packs `x`
+--- and `x.lock` cannot meet.
 ---@param state_dir string
 ---@param principal string
 ---@param pack string
 ---@return string jail, string lockfile
 function M.persisted_paths(state_dir, principal, pack)
   local base = state_dir .. "/workspaces/" .. principal
-  return base .. "/" .. pack, base .. "/" .. pack .. ".lock"
+  return base .. "/" .. pack, base .. "/." .. pack .. ".lock"
 end
 
 --- mkdir -p with mode 0700 for each component created.

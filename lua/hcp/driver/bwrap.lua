@@ -81,6 +81,21 @@ function Bwrap:spawn(ctx, spec)
   })
 end
 
+--- bwrap reports a child killed by signal N as its own exit 128+N (its
+--- --json-status-fd says no more). The driver reads such a status back as
+--- the signal, so a killed child is reported as killed and its half-written
+--- outputs are not written back. A tool that itself exits with 129..192 is
+--- read as a signal too: the price of not replacing good files.
+---@param ctx hcp.DriverContext
+---@param r table the core's result
+---@return table r
+function Bwrap:result(ctx, r) -- luacheck: ignore 212
+  if not r.signal and not r.timed_out and r.exit > 128 and r.exit <= 128 + 64 then
+    r.signal = r.exit - 128
+  end
+  return r
+end
+
 --- The namespaces and restrictions bubblewrap adds.
 ---@param ctx hcp.DriverContext
 ---@return string[]

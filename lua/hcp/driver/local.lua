@@ -121,8 +121,9 @@ function Local:rewriteArgv(ctx, argv, file_flags)
     if not ok then return nil, serr end
   end
   for _, d in ipairs(plan.dirs) do
-    local ok, derr = workspace.mkdirs(files_dir .. "/" .. d)
-    if not ok then return nil, "workspace: " .. tostring(derr) end
+    -- beneath the jail, never through a link a child left there
+    local ok, derr = core.mkdirs_beneath(files_dir, d)
+    if not ok then return nil, derr end
   end
   if ctx.mode == "workspace" then ctx.before = core.scan(ctx.jail) end
   return plan.argv
@@ -142,6 +143,14 @@ end
 ---@return string[]
 function Local:layers(ctx) -- luacheck: ignore 212
   return {}
+end
+
+--- How the driver reads the child's end (the local driver sees it as is).
+---@param ctx hcp.DriverContext
+---@param r table the core's result
+---@return table r
+function Local:result(ctx, r) -- luacheck: ignore 212
+  return r
 end
 
 --- Stage 4: write --output/-o files back under out_dir (also after a
