@@ -282,7 +282,11 @@ describe("packs-examples with isolation = \"auto\" given explicitly", function()
         if EXAMPLES[m.name] and EXAMPLES[m.name][op] then
           local res = rt:call(request(m.name, op))
           check_output(m.name, op, res)
-          assert.same(rt:layers(), res.isolation)
+          -- every layer the runtime applies is applied to this call (none of
+          -- the examples declares network access, so netns is among them)
+          local got = {}
+          for _, l in ipairs(res.isolation) do got[l] = true end
+          for _, l in ipairs(rt:layers()) do assert.is_true(got[l], m.name .. "." .. op .. ": no " .. l) end
           n = n + 1
         end
       end

@@ -197,8 +197,23 @@ end)
 describe("§10.2.3 Inherit no ambient credentials", function()
   it("10.2.3 the child's environment is exactly agent_env, HCP_SANDBOX and PATH", function()
     local root = S.pack(ENV_PACK)
-    local rt = assert(hcp.create({ pack_dirs = { root } }))
+    local rt = assert(hcp.create({ pack_dirs = { root }, isolation = "minimal" }))
     local env = env_lines(rt:call({ pack = "envdump" }).stdout)
+    assert.same({ PACK_VAR = "from-manifest", HCP_SANDBOX = "sandbox", PATH = "/usr/local/bin:/usr/bin:/bin" }, env)
+  end)
+
+  it("10.2.3 under Landlock it also gets TMPDIR: a private directory of this call, gone afterwards", function()
+    local root = S.pack(ENV_PACK)
+    local rt = assert(hcp.create({ pack_dirs = { root } }))
+    local res = rt:call({ pack = "envdump" })
+    local env = env_lines(res.stdout)
+    if not table.concat(res.isolation, ","):find("landlock", 1, true) then
+      assert.is_nil(env.TMPDIR)
+      return
+    end
+    assert.matches("^/tmp/hcp%-rt%-[^/]+/call%-[^/]+/tmp$", env.TMPDIR)
+    assert.is_nil(require("hcp.core").kind(env.TMPDIR))
+    env.TMPDIR = nil
     assert.same({ PACK_VAR = "from-manifest", HCP_SANDBOX = "sandbox", PATH = "/usr/local/bin:/usr/bin:/bin" }, env)
   end)
 
@@ -309,8 +324,8 @@ describe("§10.3 Native-local", function()
 end)
 
 describe("§10.4 Stronger isolation", function()
-  it("10.4.2 asking for a layer this build does not have fails closed at create, naming it", function()
-    local rt, err = hcp.create({ isolation = { "landlock" } })
+  it("10.4.2 asking for a layer the driver cannot give fails closed at create, naming it", function()
+    local rt, err = hcp.create({ isolation = { "landlock" }, driver = "bwrap" })
     assert.is_nil(rt)
     assert.matches('^sandbox: isolation "landlock" unavailable', err)
   end)

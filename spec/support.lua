@@ -63,6 +63,19 @@ function S.manifest(name, bin, extra)
   return m
 end
 
+local compiled = {}
+--- Compile a small C program for a spec (cached per process). Returns its
+--- path, or nil and the compiler's message.
+function S.cc(name, source)
+  if compiled[name] then return compiled[name] end
+  local dir = S.tmpdir("cc-")
+  local src = S.write(dir .. "/" .. name .. ".c", source)
+  local out, code = S.sh(string.format("cc -O1 -o '%s/%s' '%s' 2>&1", dir, name, src))
+  if code ~= 0 then return nil, out end
+  compiled[name] = dir .. "/" .. name
+  return compiled[name]
+end
+
 --- Run a shell command, return its stdout and exit status.
 function S.sh(cmd)
   local p = io.popen(cmd, "r")

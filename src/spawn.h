@@ -1,8 +1,14 @@
-/* spawn.h — private interface between spawn.c (the Lua binding and the I/O
- * engine) and spawn_child.c (opening the binary and the fork-child sequence). */
+/* spawn.h — private interface between the files of the spawning half:
+ * spawn.c (core.spawn: options and launch), spawn_proc.c (the proc handle,
+ * results, wait_any), spawn_io.c (the I/O engine), spawn_exe.c (opening the
+ * binary) and spawn_child.c (the fork-child sequence). */
 #ifndef HCP_SPAWN_H
 #define HCP_SPAWN_H
 
+#include "hcp_core.h"
+#include "isolation.h"
+
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Why hcp_exe_open refused, when it returns an errno. */
@@ -20,11 +26,52 @@ struct hcp_launch {
     int in_fd, out_fd, err_fd;  /* the child's ends: stdin source, stdout, stderr */
     const char *cwd;
     char **argv, **envp;        /* NULL-terminated, built before fork */
+    const struct hcp_isolation *iso;   /* the layers asked for, prepared */
 };
 
 /* Forks and execs. Returns the child's pid, or -1 with *err set and *step
- * naming the failed step ("fork", "setsid", ..., "execveat"); a child that
- * failed has been reaped. */
+ * naming the failed step ("fork", "setsid", ..., "isolation: landlock",
+ * "execveat"); a child that failed has been reaped. */
 pid_t hcp_launch(const struct hcp_launch *l, int *err, const char **step);
+
+/* ---- the proc handle ---------------------------------------------------- */
+
+#define PROC_MT "hcp.proc"
+#define MS ((int64_t)1000000)
+#define NEVER INT64_MAX
+
+enum { S_CLOSED, S_RUNNING, S_DRAINING, S_DONE };
+enum { UV_STDIN = 1, UV_RESULT = 2 };
+/* fds only needed until fork: the binary, the child's stdio ends, and the
+ * isolation layers prepared in the parent (Landlock ruleset, cgroup.procs) */
+enum { T_EXE, T_IN, T_OUT, T_ERR, T_LANDLOCK, T_CGROUP, NTMP };
+
+struct stream { int fd; char *buf; size_t len, cap; int truncated; int tee; };
+
+typedef struct {
+    int state;
+    pid_t pid;                 /* also the process-group id (setsid) */
+    int pidfd, in_fd;
+    int tmp[NTMP];
+    struct stream out[2];      /* stdout, stderr: parent's read ends */
+    const char *in_data;       /* pinned by the UV_STDIN uservalue */
+    size_t in_len, in_off, max_output;
+    int64_t t0, t_end, deadline, grace, kill_at, drain_end;
+    int timed_out, term_sent, kill_sent;
+    int status;                /* from waitpid; -1 if unknown */
+} proc_t;
+
+/* spawn_io.c */
+int64_t hcp_now_ns(void);
+void hcp_closefd(int *fd);
+/* The one cleanup path: kills and reaps a running child, closes every fd,
+ * frees the buffers; idempotent. */
+void hcp_proc_release(proc_t *p);
+/* Drives n procs until `need` of them are done or `deadline` has passed
+ * (after at least one poll pass). Returns 0 or poll's errno. */
+int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline);
+
+/* spawn_proc.c: the proc methods, core.wait_any and core.signame. */
+void hcp_register_proc(lua_State *L);
 
 #endif

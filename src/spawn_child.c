@@ -1,30 +1,22 @@
-/* spawn_child.c — what runs is what was checked: the binary is opened once in
- * the parent and the child execs that descriptor after a straight line of
- * checked steps. A failing step reports {step, errno} through a close-on-exec
- * pipe and _exit(127)s; EOF on that pipe means the exec happened. */
-#include "hcp_core.h"
+/* spawn_child.c — the fork child: a straight line of checked steps from the
+ * runtime's state to exec, with the isolation layers asked for applied in
+ * the order that lets each one work (privileged steps first, then the drops).
+ * A failing step reports {step, errno} through a close-on-exec pipe and
+ * _exit(127)s; EOF on that pipe means the exec happened. */
 #include "spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
+#include <poll.h>
 #include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <linux/openat2.h>
-
 /* Kernel headers may predate the running kernel; the numbers are fixed ABI. */
-#ifndef SYS_openat2
-#define SYS_openat2 437
-#endif
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
@@ -34,132 +26,16 @@
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
-#ifndef RESOLVE_BENEATH
-#define RESOLVE_BENEATH 0x08
-#endif
-#ifndef RESOLVE_NO_MAGICLINKS
-#define RESOLVE_NO_MAGICLINKS 0x02
-#endif
 
-/* ---- opening the binary (parent) --------------------------------------- */
-
-/* O_RDONLY lets us pread the "#!"; an execute-only file (no read bit for us)
- * can still be exec'd through an O_PATH descriptor. */
-static int open_rel(int dirfd, const char *rel, int beneath)
-{
-    int flags[2] = { O_RDONLY | O_CLOEXEC, O_PATH | O_CLOEXEC };
-    int fd = -1;
-    for (int i = 0; i < 2; i++) {
-        if (beneath) {
-            struct open_how how;
-            memset(&how, 0, sizeof how);
-            how.flags = (unsigned long long)flags[i];
-            how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-            fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
-        } else {
-            fd = openat(dirfd, rel, flags[i]);
-        }
-        if (fd >= 0 || errno != EACCES)
-            break;
-    }
-    return fd;
-}
-
-/* Without openat2 (ENOSYS): open normally, then require the real path of
- * what we got to lie under the real `beneath`. */
-static int open_checked_fallback(int dirfd, const char *rel, const char *beneath,
-                                 int *why)
-{
-    char proc[64], real[PATH_MAX], base[PATH_MAX];
-    int fd = open_rel(dirfd, rel, 0);
-    if (fd < 0)
-        return -1;
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-    if (!realpath(proc, real) || !realpath(beneath, base)) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    if (!hcp_path_contains(base, real)) {
-        close(fd);
-        *why = EXE_ESCAPES;
-        errno = EXDEV;
-        return -1;
-    }
-    return fd;
-}
-
-/* Opens `path` relative to `beneath`: the lexical prefix is stripped and the
- * kernel refuses any escape (symlinks, "..") while resolving the rest. */
-static int open_beneath(const char *path, const char *beneath, int *why)
-{
-    char npath[PATH_MAX], nbase[PATH_MAX];
-    if (hcp_path_normalize(path, npath, sizeof npath) < 0 ||
-        hcp_path_normalize(beneath, nbase, sizeof nbase) < 0) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    if (!hcp_path_contains(nbase, npath)) {
-        *why = EXE_ESCAPES;
-        errno = EXDEV;
-        return -1;
-    }
-    size_t blen = strcmp(nbase, "/") == 0 ? 0 : strlen(nbase);
-    const char *rel = npath + blen;
-    while (*rel == '/')
-        rel++;
-    if (*rel == '\0')
-        rel = ".";
-
-    int dirfd = open(nbase, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (dirfd < 0)
-        return -1;
-    int fd = open_rel(dirfd, rel, 1);
-    if (fd < 0 && errno == EXDEV)
-        *why = EXE_ESCAPES;
-    else if (fd < 0 && errno == ENOSYS)
-        fd = open_checked_fallback(dirfd, rel, nbase, why);
-    int e = errno;
-    close(dirfd);
-    errno = e;
-    return fd;
-}
-
-int hcp_exe_open(const char *path, const char *beneath, int *fdp, int *script,
-                 int *why)
-{
-    struct stat st;
-    char magic[2];
-    *why = EXE_OSERR;
-    int fd = beneath ? open_beneath(path, beneath, why)
-                     : open_rel(AT_FDCWD, path, 0);
-    if (fd < 0)
-        return errno;
-    if (fstat(fd, &st) < 0) {
-        int e = errno;
-        close(fd);
-        return e;
-    }
-    if (!S_ISREG(st.st_mode) || !(st.st_mode & 0111)) {
-        close(fd);
-        *why = EXE_NOTEXEC;
-        return EACCES;
-    }
-    /* pread fails (EBADF) on an O_PATH descriptor: such a file cannot be read
-     * by an interpreter either, so it is not treated as a script. */
-    *script = pread(fd, magic, 2, 0) == 2 && magic[0] == '#' && magic[1] == '!';
-    *fdp = fd;
-    return 0;
-}
-
-/* ---- the child ---------------------------------------------------------- */
-
-enum { ST_SIGNALS, ST_SETSID, ST_PDEATHSIG, ST_DUP2, ST_CHDIR, ST_CLOSEFDS,
-       ST_NNP, ST_ISOLATION, ST_EXEC };
+enum { ST_SIGNALS, ST_SETSID, ST_PDEATHSIG, ST_CGROUP, ST_USERNS, ST_NETNS,
+       ST_PIDNS, ST_DUP2, ST_CHDIR, ST_CLOSEFDS, ST_RLIMITS, ST_CAPS, ST_NNP,
+       ST_LANDLOCK, ST_SECCOMP, ST_EXEC };
 static const char *const step_names[] = {
-    "signals", "setsid", "prctl(PDEATHSIG)", "dup2", "chdir", "close fds",
-    "prctl(NO_NEW_PRIVS)", "isolation", "execveat",
+    "signals", "setsid", "prctl(PDEATHSIG)", "isolation: cgroup",
+    "isolation: userns", "isolation: netns", "isolation: pidns", "dup2",
+    "chdir", "close fds", "isolation: rlimits", "isolation: caps",
+    "prctl(NO_NEW_PRIVS)", "isolation: landlock", "isolation: seccomp",
+    "execveat",
 };
 
 struct child_err { int step; int err; };
@@ -178,7 +54,7 @@ static _Noreturn void child_fail(int pipefd, int step)
  * (possible only if the runtime itself was started with 0..2 closed). */
 static int lift(int *fd)
 {
-    if (*fd >= 3)
+    if (*fd < 0 || *fd >= 3)
         return 0;
     int n = fcntl(*fd, F_DUPFD_CLOEXEC, 3);
     if (n < 0)
@@ -187,20 +63,24 @@ static int lift(int *fd)
     return 0;
 }
 
-/* Marks every fd above 2 close-on-exec; the exe fd and the error pipe are
- * close-on-exec already, so exec closes all of them. */
-static int close_extra_fds(int keep1, int keep2)
+static int fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur > (1U << 20))
+        return 1 << 20;
+    return (int)rl.rlim_cur;
+}
+
+/* Marks every fd above 2 close-on-exec; the ones we keep until exec (the
+ * binary, the error pipe, the Landlock ruleset) are close-on-exec already,
+ * so exec closes all of them. */
+static int close_extra_fds(const int keep[3])
 {
     if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
         return 0;
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-        return -1;
-    rlim_t max = rl.rlim_cur;
-    if (max == RLIM_INFINITY || max > (1U << 20))
-        max = 1U << 20;
-    for (int fd = 3; (rlim_t)fd < max; fd++)
-        if (fd != keep1 && fd != keep2)
+    for (int fd = 3, max = fd_limit(); fd < max; fd++)
+        if (fd != keep[0] && fd != keep[1] && fd != keep[2])
             (void)close(fd);   /* EBADF for the many fds that are not open */
     return 0;
 }
@@ -213,19 +93,136 @@ static int reset_raw(int sig)
     return (int)syscall(SYS_rt_sigaction, sig, ksa, NULL, (size_t)(_NSIG / 8));
 }
 
-/* Hook for per-child confinement (rlimits, Landlock, seccomp), applied after
- * NO_NEW_PRIVS and right before exec. Returns 0 or -1 with errno set. */
-static int apply_isolation(const struct hcp_launch *l)
+/* ---- pid namespace: three processes ------------------------------------ */
+/* unshare(CLONE_NEWPID) puts only our next child in the new namespace, so
+ * the tree is: the intermediate (host side, the pid the runtime knows) ->
+ * hcp-init (pid 1, a reaper: no exec) -> the program (pid 2). The program
+ * is not pid 1 because pid 1 ignores every signal it has no handler for
+ * when it comes from inside the namespace, SIGKILL included: `kill $$`,
+ * raise() and abort() would stop working. Killing the intermediate (timeout,
+ * close) kills hcp-init through PDEATHSIG, and the kernel then kills
+ * everything in the namespace, setsid()ed or not; so does hcp-init's exit
+ * when the program has ended. */
+
+/* Closes every fd but a and b: neither the intermediate nor hcp-init may hold
+ * a pipe of the runtime, so EOF on the error pipe and on stdout means the
+ * program. */
+static void close_all_but(int a, int b)
 {
-    (void)l;
-    return 0;
+    unsigned lo = (unsigned)(a < b ? a : b), hi = (unsigned)(a < b ? b : a);
+    int ok = (lo == 0 || syscall(SYS_close_range, 0U, lo - 1, 0U) == 0) &&
+             (hi <= lo + 1 || syscall(SYS_close_range, lo + 1, hi - 1, 0U) == 0) &&
+             syscall(SYS_close_range, hi + 1, ~0U, 0U) == 0;
+    if (!ok)
+        for (int fd = 0, max = fd_limit(); fd < max; fd++)
+            if (fd != a && fd != b)
+                (void)close(fd);
 }
+
+static int wait_for(pid_t pid, int *st)
+{
+    pid_t r;
+    while ((r = waitpid(pid, st, 0)) < 0 && errno == EINTR)
+        ;
+    return r;
+}
+
+/* The intermediate ends as the program did (hcp-init sends its wait status
+ * through `status`; without it, as hcp-init did), so the runtime sees the
+ * real exit code or signal. */
+static _Noreturn void relay(pid_t init, int life, int status)
+{
+    int st, prog;
+    ssize_t n;
+    close_all_but(life, status);   /* our end of `life` stays open until we exit */
+    while ((n = read(status, &prog, sizeof prog)) < 0 && errno == EINTR)
+        ;
+    if (wait_for(init, &st) < 0)
+        _exit(127);
+    if (n == (ssize_t)sizeof prog)
+        st = prog;
+    if (WIFEXITED(st))
+        _exit(WEXITSTATUS(st));
+    int sig = WTERMSIG(st);
+    /* The program dumped core already if it was to; ours would land in the
+     * runtime's cwd. */
+    struct rlimit zero = { 0, 0 };
+    (void)setrlimit(RLIMIT_CORE, &zero);
+    (void)signal(sig, SIG_DFL);   /* it is already; SIGKILL gives SIG_ERR */
+    (void)kill(getpid(), sig);    /* unblocked: delivered before kill returns */
+    _exit(128 + sig);
+}
+
+/* hcp-init reaps whatever is reparented to it, and when the program ends
+ * reports its status and exits, which ends the namespace. */
+static _Noreturn void reaper(pid_t prog, int status)
+{
+    int st;
+    close_all_but(status, status);
+    for (;;) {
+        pid_t r = wait_for(-1, &st);
+        if (r < 0)
+            _exit(127);
+        if (r == prog) {
+            (void)write(status, &st, sizeof st);   /* 4 bytes: atomic on a pipe */
+            _exit(0);
+        }
+    }
+}
+
+/* Returns in the program, pid 2, with its own /proc mounted and in a new
+ * session of its own. */
+static void pidns_fork(int pipefd)
+{
+    int life[2], status[2];
+    if (pipe2(life, O_CLOEXEC) < 0 || pipe2(status, O_CLOEXEC) < 0)
+        child_fail(pipefd, ST_PIDNS);
+    pid_t pid = fork();
+    if (pid < 0)
+        child_fail(pipefd, ST_PIDNS);
+    if (pid > 0)
+        relay(pid, life[1], status[0]);
+    close(life[1]);
+    close(status[0]);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+        child_fail(pipefd, ST_PIDNS);
+    /* getppid() is 0 here (the parent is outside the namespace), so the
+     * re-check after PDEATHSIG reads the pipe instead: POLLHUP means the
+     * intermediate died before PDEATHSIG was armed. */
+    struct pollfd pf = { .fd = life[0], .events = POLLIN, .revents = 0 };
+    int r = poll(&pf, 1, 0);
+    if (r < 0)
+        child_fail(pipefd, ST_PIDNS);
+    if (r > 0)
+        _exit(127);
+    close(life[0]);
+    (void)prctl(PR_SET_NAME, "hcp-init", 0, 0, 0);   /* what `ps` shows; cosmetic */
+    if (hcp_iso_pidns_mounts() < 0)
+        child_fail(pipefd, ST_PIDNS);
+    pid = fork();
+    if (pid < 0)
+        child_fail(pipefd, ST_PIDNS);
+    if (pid > 0)
+        reaper(pid, status[1]);
+    close(status[1]);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+        child_fail(pipefd, ST_PIDNS);
+    if (getppid() != 1)   /* hcp-init is gone, and with it the namespace */
+        _exit(127);
+    if (setsid() < 0)
+        child_fail(pipefd, ST_SETSID);
+}
+
+/* ---- the child ---------------------------------------------------------- */
 
 static _Noreturn void child(const struct hcp_launch *l, int pipefd, pid_t parent)
 {
     struct sigaction sa;
     sigset_t none;
+    const struct hcp_isolation *iso = l->iso;
+    unsigned want = iso->layers;
     int in = l->in_fd, out = l->out_fd, err = l->err_fd, exe = l->exe_fd;
+    int ruleset = iso->landlock_fd;
 
     /* Handlers make no sense after exec, and ignored signals would be
      * inherited. glibc refuses its own real-time signals (32, 33) with
@@ -251,22 +248,44 @@ static _Noreturn void child(const struct hcp_launch *l, int pipefd, pid_t parent
     if (getppid() != parent)   /* the parent died before PDEATHSIG was set */
         _exit(127);
 
-    if (lift(&pipefd) < 0 || lift(&exe) < 0 || lift(&in) < 0 ||
-        lift(&out) < 0 || lift(&err) < 0)
+    /* Privileged steps first: joining a cgroup, namespaces, mounts. */
+    if ((want & ISO_CGROUP) && hcp_iso_cgroup_join(iso->cgroup_fd) < 0)
+        child_fail(pipefd, ST_CGROUP);
+    if (iso->userns && hcp_iso_userns(iso) < 0)
+        child_fail(pipefd, ST_USERNS);
+    if ((want & ISO_NETNS) && hcp_iso_netns() < 0)
+        child_fail(pipefd, ST_NETNS);
+    if (want & ISO_PIDNS) {
+        if (hcp_iso_pidns_unshare() < 0)
+            child_fail(pipefd, ST_PIDNS);
+        pidns_fork(pipefd);   /* from here on: the program, pid 2 */
+    }
+
+    if (lift(&pipefd) < 0 || lift(&exe) < 0 || lift(&ruleset) < 0 ||
+        lift(&in) < 0 || lift(&out) < 0 || lift(&err) < 0)
         child_fail(pipefd, ST_DUP2);
     if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
         child_fail(pipefd, ST_DUP2);
     if (chdir(l->cwd) < 0)
         child_fail(pipefd, ST_CHDIR);
-    if (close_extra_fds(exe, pipefd) < 0)
+    int keep[3] = { exe, pipefd, ruleset };
+    if (close_extra_fds(keep) < 0)
         child_fail(pipefd, ST_CLOSEFDS);
+
+    /* Then the drops, each after the last step that needed what it takes. */
+    if ((want & ISO_RLIMITS) && hcp_iso_rlimits(iso) < 0)
+        child_fail(pipefd, ST_RLIMITS);
+    if ((want & ISO_CAPS) && hcp_iso_caps(iso->cap_last) < 0)
+        child_fail(pipefd, ST_CAPS);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         child_fail(pipefd, ST_NNP);
-    if (apply_isolation(l) < 0)
-        child_fail(pipefd, ST_ISOLATION);
+    if ((want & ISO_LANDLOCK) && hcp_iso_landlock(iso, ruleset) < 0)
+        child_fail(pipefd, ST_LANDLOCK);
     /* The kernel hands a #! interpreter "/dev/fd/N": N must survive exec. */
     if (l->script && fcntl(exe, F_SETFD, 0) < 0)
         child_fail(pipefd, ST_EXEC);
+    if ((want & ISO_SECCOMP) && hcp_iso_seccomp() < 0)
+        child_fail(pipefd, ST_SECCOMP);
     syscall(SYS_execveat, exe, "", l->argv, l->envp, AT_EMPTY_PATH);
     child_fail(pipefd, ST_EXEC);
 }

@@ -29,20 +29,16 @@ function M.repl_runtime()
   return require("hcp.repl").runtime()
 end
 
---- What isolation this host offers and what a runtime applies.
----@return table
+--- What isolation this host offers and what a default runtime applies:
+--- the layers every spawn gets, then each layer of §10.4 with whether this
+--- host has it and why not.
+---@return { version: string, core: string, layers: table[] } layers: { name, available, used, reason?, detail? }
 function M.doctor()
   local layers = {}
   for _, name in ipairs(runtime.BASE_LAYERS) do
     layers[#layers + 1] = { name = name, available = true, used = true }
   end
-  local strong = {}
-  for name in pairs(runtime.STRONG_LAYERS) do strong[#strong + 1] = name end
-  table.sort(strong)
-  for _, name in ipairs(strong) do
-    layers[#layers + 1] = { name = name, available = false, used = false,
-      reason = "not built into hcp-lua " .. core.version }
-  end
+  for _, l in ipairs(require("hcp.isolation").report()) do layers[#layers + 1] = l end
   return { version = M.version, core = core.version, layers = layers }
 end
 

@@ -16,15 +16,13 @@ local policy_mod = require("hcp.policy")
 local bindings_mod = require("hcp.bindings")
 local ops = require("hcp.ops")
 local workspace = require("hcp.workspace")
+local isolation = require("hcp.isolation")
 
 local DEFAULT_MAX_OUTPUT = 16 * 1024 * 1024
 
 -- Layers every spawn gets from the C core and this module (§10.2); named in
 -- each result's `isolation` field.
 M.BASE_LAYERS = { "allowlist", "jail", "clean_env", "close_fds", "setsid", "no_new_privs" }
--- Layers of §10.4 that can be asked for by name; none is built yet, so asking
--- for one fails closed instead of silently running without it.
-M.STRONG_LAYERS = { landlock = true, seccomp = true, netns = true, pidns = true, caps = true, limits = true }
 
 -- §10.6: the exec-plane drivers; packs never name one.
 M.DRIVERS = { ["local"] = "hcp.driver.local", bwrap = "hcp.driver.bwrap" }
@@ -60,14 +58,11 @@ local function check_isolation(iso)
   end
   local ok, err = list_of_strings(iso, "hcp.create: option \"isolation\"")
   if not ok then return nil, err end
-  local base = {}
-  for _, l in ipairs(M.BASE_LAYERS) do base[l] = true end
+  local known = {}
+  for _, l in ipairs(M.BASE_LAYERS) do known[l] = true end
+  for _, l in ipairs(isolation.LAYERS) do known[l] = true end
   for _, layer in ipairs(iso) do
-    if M.STRONG_LAYERS[layer] then
-      return nil, string.format("sandbox: isolation %q unavailable: not built into hcp-lua %s", layer, core.version)
-    elseif not base[layer] then
-      return nil, string.format("hcp.create: unknown isolation layer %q", layer)
-    end
+    if not known[layer] then return nil, string.format("hcp.create: unknown isolation layer %q", layer) end
   end
   return iso
 end
@@ -184,6 +179,11 @@ function M.create(opts)
   local drv, derr = require(M.DRIVERS[driver_name]).new(self)
   if not drv then return nil, string.format("hcp.create: driver %q unavailable: %s", driver_name, derr) end
   self.driver = drv
+  -- §10.4: the stronger layers, chosen once; a layer asked for by name that
+  -- this host (or driver) cannot give fails here, before any call
+  local layers, lerr = isolation.choose(self.isolation, self.mode, driver_name)
+  if not layers then return nil, lerr end
+  self._layers = layers
   return self
 end
 
@@ -218,9 +218,12 @@ end
 
 --- The layers applied to every spawn of this runtime.
 ---@return string[]
-function Runtime:layers() -- luacheck: ignore 212
-  -- per runtime, because the stronger layers of §10.4 will depend on its options
-  return table.move(M.BASE_LAYERS, 1, #M.BASE_LAYERS, 1, {})
+function Runtime:layers()
+  local out = table.move(M.BASE_LAYERS, 1, #M.BASE_LAYERS, 1, {})
+  for _, l in ipairs(isolation.LAYERS) do
+    if self._layers[l] then out[#out + 1] = l end
+  end
+  return out
 end
 
 -- A private directory of this runtime (0700), for minted credential files
@@ -351,15 +354,30 @@ function Runtime:_launch(L)
 
   local extra = {}
   for _, k in ipairs(L.home_env) do extra[k] = ctx.jail end
+  if self._layers.landlock then
+    -- Landlock keeps the child out of /tmp: it gets a private one
+    local tmp, terr = drv:tmpdir(ctx)
+    if not tmp then return fail(126, "workspace: " .. tostring(terr)) end
+    extra.TMPDIR = tmp
+  end
   local child_argv = { L.argv0 }
   for _, a in ipairs(argv) do child_argv[#child_argv + 1] = a end
-  local layers = self:layers()
+
+  -- §10.4: this call's layers
+  local iso_spec, applied, iso_cleanup = isolation.for_call(self._layers, {
+    jail = ctx.jail, scratch = ctx.scratch, pack_root = L.pack and L.pack.root, bin_path = L.bin_path,
+    network = ctx.network, limits = L.pack and L.pack.wrap.limits,
+  })
+  ctx.iso_cleanup = iso_cleanup
+  local layers = table.move(M.BASE_LAYERS, 1, #M.BASE_LAYERS, 1, {})
+  for _, l in ipairs(applied) do layers[#layers + 1] = l end
   for _, l in ipairs(drv:layers(ctx)) do layers[#layers + 1] = l end
   local proc, err, errno = drv:spawn(ctx, {
     path = L.bin_path, beneath = L.beneath, argv = child_argv,
     env = sandbox.child_env(mode, self.search_path, L.agent_env, minted, extra),
     stdin = L.stdin, timeout_ms = L.timeout_ms, max_output = self.max_output,
     tee_stdout = L.copts.tee_stdout, tee_stderr = L.copts.tee_stderr,
+    isolation = next(iso_spec) and iso_spec or nil,
   })
   if not proc then
     return fail(errno == 2 and 127 or 126, tostring(err)) -- ENOENT: not found, like a shell

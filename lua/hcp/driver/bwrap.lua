@@ -78,6 +78,7 @@ function Bwrap:spawn(ctx, spec)
     path = self.bwrap, argv = args, env = spec.env, cwd = ctx.jail, stdin = spec.stdin,
     timeout_ms = spec.timeout_ms, max_output = spec.max_output,
     tee_stdout = spec.tee_stdout, tee_stderr = spec.tee_stderr,
+    isolation = spec.isolation, -- only limits reach here (hcp.isolation.choose)
   })
 end
 
@@ -100,7 +101,7 @@ end
 ---@param ctx hcp.DriverContext
 ---@return string[]
 function Bwrap:layers(ctx) -- luacheck: ignore 212
-  local l = { "bwrap", "mountns", "pidns", "ipcns", "utsns", "userns", "ro_root", "no_caps" }
+  local l = { "bwrap", "mountns", "pidns", "ipcns", "utsns", "userns", "ro_root", "caps" }
   if not ctx.network then l[#l + 1] = "netns" end
   return l
 end

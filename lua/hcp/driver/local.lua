@@ -93,6 +93,30 @@ function Local:scratch(ctx)
   return scratch(self, ctx)
 end
 
+--- A private temporary directory for the call, exported as TMPDIR when
+--- Landlock keeps the child out of /tmp: inside the jail (removed in
+--- cleanup), or in the call's private directory when the jail is the pack
+--- root (mode none).
+---@param ctx hcp.DriverContext
+---@return string? dir, string? err
+function Local:tmpdir(ctx)
+  if ctx.tmpdir then return ctx.tmpdir end
+  local dir, err
+  if ctx.mode == "none" then
+    local base, serr = scratch(self, ctx)
+    if not base then return nil, serr end
+    dir = base .. "/tmp"
+  else
+    dir = ctx.jail .. "/.hcp-tmp"
+    core.rmtree(dir) -- whatever an earlier call of a persisted jail left
+  end
+  local ok
+  ok, err = core.mkdir(dir)
+  if not ok then return nil, err end
+  ctx.tmpdir = dir
+  return dir
+end
+
 --- Stage 2: rewrite file references and stage inputs. Refusals come from
 --- the plan, before anything is copied.
 ---@param ctx hcp.DriverContext
@@ -181,7 +205,8 @@ function Local:writeback(ctx, r)
     local after = core.scan(ctx.jail) or {}
     local created = {}
     for rel, sig in pairs(after) do
-      if ctx.before[rel] ~= sig and not rel:match("^%.hcp%-tmp%-") then created[#created + 1] = rel end
+      -- the runtime's own temporaries are not the call's files
+      if ctx.before[rel] ~= sig and not rel:match("^%.hcp%-tmp") then created[#created + 1] = rel end
     end
     table.sort(created)
     for _, rel in ipairs(created) do files[#files + 1] = ctx.jail .. "/" .. rel end
@@ -196,7 +221,9 @@ function Local:cleanup(ctx)
   if ctx.cleaned then return end
   ctx.cleaned = true
   if ctx.scratch then core.rmtree(ctx.scratch) end
+  if ctx.tmpdir and not ctx.remove_jail then core.rmtree(ctx.tmpdir) end
   if ctx.remove_jail then core.rmtree(ctx.jail) end
+  if ctx.iso_cleanup then ctx.iso_cleanup() end
   if ctx.lock then ctx.lock:unlock() end
   if ctx.key then self.rt._ws_busy[ctx.key] = nil end
 end

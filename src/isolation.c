@@ -1,0 +1,331 @@
+/* isolation.c — the `isolation` option of core.spawn, read and prepared in
+ * the parent: a caller's mistake raises (an unknown layer would otherwise be
+ * a silent downgrade), and a layer asked for that cannot be prepared fails
+ * the spawn before anything is forked. The Landlock ruleset is built here,
+ * once per spawn, so the child only has to call landlock_restrict_self;
+ * cgroup.procs is opened here, so the child only writes its pid. Also
+ * core.rmdir, for the cgroup directories the Lua side creates. */
+#include "isolation.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <linux/landlock.h>
+#include <linux/magic.h>
+
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#endif
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+static const struct { const char *name; unsigned bit; } layer_names[] = {
+    { "landlock", ISO_LANDLOCK }, { "seccomp", ISO_SECCOMP },
+    { "netns", ISO_NETNS }, { "pidns", ISO_PIDNS }, { "caps", ISO_CAPS },
+    { "rlimits", ISO_RLIMITS }, { "cgroup", ISO_CGROUP },
+};
+#define NLAYERS (sizeof layer_names / sizeof layer_names[0])
+
+static const struct { const char *key; int resource; unsigned long long unit; } rlim_keys[] = {
+    { "cpu_s", RLIMIT_CPU, 1 }, { "as_mb", RLIMIT_AS, 1ULL << 20 },
+    { "fsize_mb", RLIMIT_FSIZE, 1ULL << 20 }, { "nofile", RLIMIT_NOFILE, 1 },
+    { "nproc", RLIMIT_NPROC, 1 },
+};
+
+/* ---- reading the option --------------------------------------------------- */
+
+static unsigned layer_bit(lua_State *L, int key)
+{
+    if (lua_type(L, key) == LUA_TSTRING)
+        for (size_t i = 0; i < NLAYERS; i++)
+            if (strcmp(layer_names[i].name, lua_tostring(L, key)) == 0)
+                return layer_names[i].bit;
+    return (unsigned)luaL_error(L, "spawn: unknown isolation layer '%s'",
+                                lua_type(L, key) == LUA_TSTRING ? lua_tostring(L, key)
+                                                                : luaL_typename(L, key));
+}
+
+/* An absolute path; a NUL byte is a refusal (message pushed, -1). */
+static int check_path(lua_State *L, int idx, const char *what)
+{
+    size_t len;
+    if (lua_type(L, idx) != LUA_TSTRING)
+        luaL_error(L, "spawn: isolation: %s must be a string", what);
+    const char *s = lua_tolstring(L, idx, &len);
+    if (s[0] != '/')
+        luaL_error(L, "spawn: isolation: %s must be an absolute path", what);
+    if (strlen(s) != len) {
+        lua_pushfstring(L, "spawn: isolation: %s contains a NUL byte", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* landlock = { read = {paths}, write = {paths} }, both optional */
+static int check_landlock(lua_State *L, int t)
+{
+    static const char *const lists[] = { "read", "write" };
+    if (!lua_istable(L, t))
+        luaL_error(L, "spawn: isolation: landlock must be a table");
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING ||
+            (strcmp(lua_tostring(L, -1), "read") != 0 && strcmp(lua_tostring(L, -1), "write") != 0))
+            luaL_error(L, "spawn: isolation: landlock: unknown key (read, write)");
+    }
+    for (int k = 0; k < 2; k++) {
+        lua_pushstring(L, lists[k]);
+        int ty = lua_rawget(L, t);
+        if (ty == LUA_TNIL) {
+            lua_pop(L, 1);
+            continue;
+        }
+        int list = lua_gettop(L);
+        lua_Integer n = (lua_Integer)lua_rawlen(L, list), count = 0;
+        if (ty != LUA_TTABLE)
+            luaL_error(L, "spawn: isolation: landlock.%s must be an array of paths", lists[k]);
+        lua_pushnil(L);
+        while (lua_next(L, list)) {
+            lua_pop(L, 1);
+            count++;
+        }
+        if (count != n)
+            luaL_error(L, "spawn: isolation: landlock.%s must be an array of paths", lists[k]);
+        for (lua_Integer i = 1; i <= n; i++) {
+            lua_rawgeti(L, list, i);
+            if (check_path(L, -1, "landlock path") < 0)
+                return -1;
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    return 0;
+}
+
+static void check_rlimits(lua_State *L, int t, struct hcp_isolation *iso)
+{
+    if (!lua_istable(L, t))
+        luaL_error(L, "spawn: isolation: rlimits must be a table");
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        size_t i = 0, n = sizeof rlim_keys / sizeof rlim_keys[0];
+        if (lua_type(L, -2) == LUA_TSTRING)
+            while (i < n && strcmp(rlim_keys[i].key, lua_tostring(L, -2)) != 0)
+                i++;
+        if (lua_type(L, -2) != LUA_TSTRING || i == n)
+            luaL_error(L, "spawn: isolation: rlimits: unknown limit '%s' "
+                       "(cpu_s, as_mb, fsize_mb, nofile, nproc)", luaL_tolstring(L, -2, NULL));
+        lua_Integer max = (lua_Integer)(INT64_MAX / (int64_t)rlim_keys[i].unit);
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0 || lua_tointeger(L, -1) > max)
+            luaL_error(L, "spawn: isolation: rlimits.%s must be an integer from 0 to %I",
+                       rlim_keys[i].key, max);
+        iso->rlim[iso->nrlim].resource = rlim_keys[i].resource;
+        iso->rlim[iso->nrlim++].value =
+            (unsigned long long)lua_tointeger(L, -1) * rlim_keys[i].unit;
+        lua_pop(L, 1);
+    }
+}
+
+int hcp_iso_check(lua_State *L, int opts, struct hcp_isolation *iso)
+{
+    memset(iso, 0, sizeof *iso);
+    iso->landlock_fd = iso->cgroup_fd = iso->cap_last = -1;
+    int top = lua_gettop(L);
+    int t = lua_getfield(L, opts, "isolation");
+    if (t == LUA_TNIL)
+        return lua_settop(L, top), 0;
+    if (t != LUA_TTABLE)
+        luaL_error(L, "spawn: option 'isolation' must be a table");
+    int it = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, it)) {
+        unsigned bit = layer_bit(L, -2);
+        int v = lua_gettop(L);
+        if (bit == ISO_LANDLOCK) {
+            if (check_landlock(L, v) < 0)
+                return -1;
+        } else if (bit == ISO_RLIMITS) {
+            check_rlimits(L, v, iso);
+        } else if (bit == ISO_CGROUP) {
+            if (check_path(L, v, "cgroup") < 0)
+                return -1;
+        } else if (!lua_isboolean(L, v)) {
+            luaL_error(L, "spawn: isolation: %s must be a boolean", lua_tostring(L, -2));
+        } else if (!lua_toboolean(L, v)) {
+            bit = 0;   /* false: not asked for, like an absent key */
+        }
+        iso->layers |= bit;
+        lua_pop(L, 1);
+    }
+    lua_settop(L, top);
+    return 0;
+}
+
+/* ---- preparing it ------------------------------------------------------- */
+
+/* Pushes "spawn: isolation: <layer>: <what>: <strerror>" (what may be NULL)
+ * and returns err, which the caller saved before any Lua call. */
+static int layer_error(lua_State *L, int err, const char *layer, const char *what)
+{
+    if (what)
+        lua_pushfstring(L, "spawn: isolation: %s: %s: %s", layer, what, strerror(err));
+    else
+        lua_pushfstring(L, "spawn: isolation: %s: %s", layer, strerror(err));
+    return err;
+}
+
+/* On procfs (PROC_SUPER_MAGIC), when it can be told: those rules are the
+ * child's to add (see proc_rules in isolation.h). */
+static int on_procfs(const char *path)
+{
+    struct statfs sf;
+    return statfs(path, &sf) == 0 && sf.f_type == PROC_SUPER_MAGIC;
+}
+
+static int add_rules(lua_State *L, int ll, const char *name, struct hcp_isolation *iso)
+{
+    int which = strcmp(name, "read") == 0 ? LL_READ : LL_WRITE;
+    lua_getfield(L, ll, name);
+    lua_Integer n = lua_istable(L, -1) ? (lua_Integer)lua_rawlen(L, -1) : 0;
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, -1, i);
+        const char *path = lua_tostring(L, -1);   /* pinned by opts */
+        lua_pop(L, 1);
+        if (on_procfs(path)) {
+            if (iso->nproc_rules == HCP_PROC_RULES) {
+                lua_pushfstring(L, "spawn: isolation: landlock: more than %d paths on /proc",
+                                HCP_PROC_RULES);
+                return EINVAL;
+            }
+            iso->proc_rules[iso->nproc_rules].path = path;
+            iso->proc_rules[iso->nproc_rules++].which = which;
+        } else if (hcp_landlock_add(iso->landlock_fd, path, which, iso->landlock_abi) < 0) {
+            return layer_error(L, errno, "landlock", path);
+        }
+    }
+    lua_pop(L, 1);
+    return 0;
+}
+
+static int prepare_landlock(lua_State *L, int ll, struct hcp_isolation *iso, int *fdp)
+{
+    int abi = hcp_landlock_abi();
+    if (abi < 0)
+        return layer_error(L, errno, "landlock", NULL);
+    struct landlock_ruleset_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.handled_access_fs = hcp_landlock_rights(abi, LL_HANDLED);
+    int fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0U);
+    if (fd < 0)
+        return layer_error(L, errno, "landlock", "create ruleset");
+    *fdp = iso->landlock_fd = fd;
+    iso->landlock_abi = abi;
+    int err = add_rules(L, ll, "read", iso);
+    return err ? err : add_rules(L, ll, "write", iso);
+}
+
+/* The cgroup must already exist (the Lua side creates it and sets its
+ * limits); a directory that is not on a cgroup filesystem is refused, so
+ * the child never writes its pid into some ordinary file. */
+static int prepare_cgroup(lua_State *L, const char *dir, struct hcp_isolation *iso, int *fdp)
+{
+    char path[PATH_MAX];
+    struct statfs sf;
+    if ((size_t)snprintf(path, sizeof path, "%s/cgroup.procs", dir) >= sizeof path)
+        return layer_error(L, ENAMETOOLONG, "cgroup", dir);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return layer_error(L, errno, "cgroup", dir);
+    *fdp = iso->cgroup_fd = fd;
+    if (fstatfs(fd, &sf) < 0)
+        return layer_error(L, errno, "cgroup", dir);
+    if (sf.f_type != CGROUP_SUPER_MAGIC && sf.f_type != CGROUP2_SUPER_MAGIC) {
+        lua_pushfstring(L, "spawn: isolation: cgroup: %s: not a cgroup directory", dir);
+        return EINVAL;
+    }
+    return 0;
+}
+
+static int read_cap_last(void)
+{
+    char buf[16];
+    int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    long v = strtol(buf, NULL, 10);
+    return v > 0 && v < 64 ? (int)v : -1;
+}
+
+int hcp_iso_prepare(lua_State *L, int opts, struct hcp_isolation *iso,
+                    int *landlock_fd, int *cgroup_fd)
+{
+    if (!iso->layers)
+        return 0;
+    iso->uid = geteuid();
+    iso->gid = getegid();
+    iso->userns = iso->uid != 0 && (iso->layers & (ISO_NETNS | ISO_PIDNS));
+    if ((iso->layers & ISO_SECCOMP) && !hcp_iso_seccomp_supported()) {
+        lua_pushliteral(L, "spawn: isolation: seccomp: unsupported architecture");
+        return ENOSYS;
+    }
+    if (iso->layers & ISO_CAPS)
+        iso->cap_last = read_cap_last();
+    int top = lua_gettop(L), err = 0;
+    lua_getfield(L, opts, "isolation");
+    int it = lua_gettop(L);
+    if (iso->layers & ISO_LANDLOCK) {
+        lua_getfield(L, it, "landlock");
+        err = prepare_landlock(L, lua_gettop(L), iso, landlock_fd);
+    }
+    if (!err && (iso->layers & ISO_CGROUP)) {
+        lua_getfield(L, it, "cgroup");
+        err = prepare_cgroup(L, lua_tostring(L, -1), iso, cgroup_fd);
+    }
+    if (err) {   /* keep only the message */
+        lua_replace(L, top + 1);
+        lua_settop(L, top + 1);
+        return err;
+    }
+    lua_settop(L, top);
+    return 0;
+}
+
+/* ---- core.rmdir ------------------------------------------------------------ */
+
+/* core.rmdir(path) -> true | nil, msg, errno: plain rmdir(2), for the cgroup
+ * directories the runtime made (a cgroup is removed this way, not emptied). */
+static int l_rmdir(lua_State *L)
+{
+    size_t len;
+    const char *path = luaL_checklstring(L, 1, &len);
+    luaL_argcheck(L, strlen(path) == len, 1, "path contains a NUL byte");
+    if (rmdir(path) < 0)
+        return hcp_push_oserror(L, errno, "%s", path);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+void hcp_register_isolation(lua_State *L)
+{
+    static const luaL_Reg funcs[] = {
+        { "probe", hcp_probe }, { "rmdir", l_rmdir }, { NULL, NULL },
+    };
+    luaL_setfuncs(L, funcs, 0);
+}

@@ -1,0 +1,332 @@
+/* isolation_probe.c — core.probe(): which isolation layers this host can
+ * apply, each found out by doing it for real in a throwaway child (the same
+ * steps a spawn runs), never by reading version numbers alone. The first
+ * call does the work; the answer is kept for the life of the process. */
+#include "isolation.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/capability.h>
+#include <linux/landlock.h>
+#include <linux/magic.h>
+
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#endif
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+enum { P_LANDLOCK, P_SECCOMP, P_NETNS, P_PIDNS, P_USERNS, P_CAPS, P_RLIMITS,
+       P_CGROUP, NPROBES };
+static const char *const probe_names[NPROBES] = {
+    "landlock", "seccomp", "netns", "pidns", "userns", "caps", "rlimits", "cgroup",
+};
+
+#define WHY 256
+struct layer { int ok; char why[WHY]; char note[WHY]; };
+
+static struct {
+    int done;
+    struct layer l[NPROBES];
+    int abi;
+    char cg_path[64];
+    int cg_version;
+} probed;
+
+typedef int (*probe_fn)(char *why);
+
+/* Runs fn in a child (signals blocked: no handler of the runtime runs
+ * there) and reads its verdict; the child explains a failure in a shared
+ * page, since it cannot return a string. Returns 1 when fn succeeded. */
+static int in_child(probe_fn fn, char *why)
+{
+    char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    sigset_t all, old;
+    int st = 0;
+    if (page == MAP_FAILED) {
+        snprintf(why, WHY, "mmap: %s", strerror(errno));
+        return 0;
+    }
+    page[0] = '\0';
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(fn(page) == 0 ? 0 : 1);
+    int e = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (pid < 0)
+        snprintf(why, WHY, "fork: %s", strerror(e));
+    else
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+    if (pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+        munmap(page, 4096);
+        return 1;
+    }
+    if (pid > 0 && page[0])
+        snprintf(why, WHY, "%.*s", WHY - 1, page);
+    else if (pid > 0 && WIFSIGNALED(st))
+        snprintf(why, WHY, "probe child killed by signal %d", WTERMSIG(st));
+    else if (pid > 0)
+        snprintf(why, WHY, "probe child failed");
+    munmap(page, 4096);
+    return 0;
+}
+
+#define FAIL(...) (snprintf(why, WHY, __VA_ARGS__), -1)
+
+static struct hcp_isolation self_ids(void)
+{
+    struct hcp_isolation iso;
+    memset(&iso, 0, sizeof iso);
+    iso.uid = geteuid();
+    iso.gid = getegid();
+    return iso;
+}
+
+static int try_userns(char *why)
+{
+    struct hcp_isolation iso = self_ids();
+    return hcp_iso_userns(&iso) < 0 ? FAIL("user namespace: %s", strerror(errno)) : 0;
+}
+
+/* As a spawn does it: a user namespace first when not root. */
+static int ns_prelude(char *why)
+{
+    return geteuid() != 0 ? try_userns(why) : 0;
+}
+
+static int try_netns(char *why)
+{
+    if (ns_prelude(why) < 0)
+        return -1;
+    return hcp_iso_netns() < 0 ? FAIL("unshare(CLONE_NEWNET): %s", strerror(errno)) : 0;
+}
+
+static int try_pidns(char *why)
+{
+    int st;
+    if (ns_prelude(why) < 0)
+        return -1;
+    if (hcp_iso_pidns_unshare() < 0)
+        return FAIL("unshare(CLONE_NEWPID|CLONE_NEWNS): %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0)
+        return FAIL("fork into the pid namespace: %s", strerror(errno));
+    if (pid == 0) {
+        int r = hcp_iso_pidns_mounts() < 0 ? FAIL("mounting /proc: %s", strerror(errno))
+              : getpid() != 1 ? FAIL("not pid 1 in the new namespace") : 0;
+        _exit(r < 0);
+    }
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return FAIL("waitpid: %s", strerror(errno));
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+static int try_seccomp(char *why)
+{
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return FAIL("prctl(NO_NEW_PRIVS): %s", strerror(errno));
+    if (hcp_iso_seccomp() < 0)
+        return FAIL("loading the filter: %s", strerror(errno));
+    if (syscall(SYS_ptrace, 0L /* PTRACE_TRACEME */, 0L, 0L, 0L) != -1 || errno != EPERM)
+        return FAIL("filter loaded, but ptrace was not refused");
+    return 0;
+}
+
+static int try_caps(char *why)
+{
+    struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+    struct __user_cap_data_struct d[2];
+    if (hcp_iso_caps(-1) < 0)
+        return FAIL("dropping capabilities: %s", strerror(errno));
+    if (syscall(SYS_capget, &hdr, d) < 0)
+        return FAIL("capget: %s", strerror(errno));
+    for (int i = 0; i < 2; i++)
+        if (d[i].effective || d[i].permitted || d[i].inheritable)
+            return FAIL("capabilities left after the drop");
+    return 0;
+}
+
+static int try_rlimits(char *why)
+{
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) < 0 || setrlimit(RLIMIT_NOFILE, &r) < 0)
+        return FAIL("setrlimit: %s", strerror(errno));
+    return 0;
+}
+
+static void probe_landlock(struct layer *l)
+{
+    probed.abi = hcp_landlock_abi();
+    if (probed.abi < 0) {
+        probed.abi = 0;
+        snprintf(l->why, WHY, "%s", errno == ENOSYS ? "not built into this kernel"
+                 : errno == EOPNOTSUPP ? "disabled at boot (lsm=)" : strerror(errno));
+        return;
+    }
+    struct landlock_ruleset_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.handled_access_fs = hcp_landlock_rights(probed.abi, LL_HANDLED);
+    int fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0U);
+    if (fd < 0) {
+        snprintf(l->why, WHY, "creating a ruleset: %s", strerror(errno));
+        return;
+    }
+    close(fd);
+    l->ok = 1;
+}
+
+/* ---- cgroup: a pids controller we can create a child cgroup in and join --- */
+
+static char join_dir[128];
+
+static int try_join(char *why)
+{
+    char path[160];
+    snprintf(path, sizeof path, "%s/cgroup.procs", join_dir);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return FAIL("%s: %s", path, strerror(errno));
+    if (hcp_iso_cgroup_join(fd) < 0)
+        return FAIL("joining %s: %s", join_dir, strerror(errno));
+    return 0;
+}
+
+static int has_word(const char *path, const char *word)
+{
+    char buf[512];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    for (char *save = NULL, *w = strtok_r(buf, " \n", &save); w; w = strtok_r(NULL, " \n", &save))
+        if (strcmp(w, word) == 0)
+            return 1;
+    return 0;
+}
+
+/* A cgroup is removed once its last process is reaped; the kernel may take
+ * a moment to notice. */
+static void rmdir_retry(const char *dir)
+{
+    struct timespec ms = { 0, 1000000 };
+    for (int i = 0; i < 200 && rmdir(dir) < 0 && errno == EBUSY; i++)
+        nanosleep(&ms, NULL);
+}
+
+static int cgroup_candidate(const char *base, int version, char *why)
+{
+    struct statfs sf;
+    char f[160];
+    if (statfs(base, &sf) < 0)
+        return FAIL("%s: %s", base, strerror(errno));
+    if (sf.f_type != (version == 2 ? CGROUP2_SUPER_MAGIC : CGROUP_SUPER_MAGIC))
+        return FAIL("%s: not a cgroup v%d mount", base, version);
+    snprintf(f, sizeof f, "%s/cgroup.controllers", base);
+    if (version == 2 && !has_word(f, "pids"))
+        return FAIL("%s: no pids controller", base);
+    snprintf(join_dir, sizeof join_dir, "%s/hcp-probe-%ld", base, (long)getpid());
+    if (mkdir(join_dir, 0755) < 0 && errno != EEXIST)
+        return FAIL("%s: cannot create a cgroup: %s", base, strerror(errno));
+    snprintf(f, sizeof f, "%s/pids.max", join_dir);
+    int r = access(f, F_OK) < 0
+          ? FAIL("%s: no pids.max in a child cgroup (pids not enabled for children)", base)
+          : in_child(try_join, why) ? 0 : -1;
+    rmdir_retry(join_dir);
+    return r;
+}
+
+static void probe_cgroup(struct layer *l)
+{
+    static const struct { const char *path; int version; } cand[] = {
+        { "/sys/fs/cgroup", 2 }, { "/sys/fs/cgroup/unified", 2 }, { "/sys/fs/cgroup/pids", 1 },
+    };
+    size_t used = 0;
+    for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) {
+        char why[WHY];
+        if (cgroup_candidate(cand[i].path, cand[i].version, why) == 0) {
+            l->ok = 1;
+            snprintf(probed.cg_path, sizeof probed.cg_path, "%s", cand[i].path);
+            probed.cg_version = cand[i].version;
+            return;
+        }
+        used += (size_t)snprintf(l->why + used, WHY - used, "%s%s", used ? "; " : "", why);
+        if (used >= WHY)
+            used = WHY - 1;
+    }
+}
+
+static void probe_all(void)
+{
+    static const probe_fn fns[NPROBES] = {
+        [P_SECCOMP] = try_seccomp, [P_NETNS] = try_netns, [P_PIDNS] = try_pidns,
+        [P_USERNS] = try_userns, [P_CAPS] = try_caps, [P_RLIMITS] = try_rlimits,
+    };
+    probe_landlock(&probed.l[P_LANDLOCK]);
+    probe_cgroup(&probed.l[P_CGROUP]);
+    for (int i = 0; i < NPROBES; i++)
+        if (fns[i])
+            probed.l[i].ok = in_child(fns[i], probed.l[i].why);
+    if (!hcp_iso_seccomp_supported()) {
+        probed.l[P_SECCOMP].ok = 0;
+        snprintf(probed.l[P_SECCOMP].why, WHY, "unsupported architecture");
+    }
+    if (probed.l[P_CAPS].ok && geteuid() != 0)
+        snprintf(probed.l[P_CAPS].note, WHY, "not root: no capabilities to drop; the "
+                 "bounding set is kept unless a user namespace is made (netns, pidns), "
+                 "and NO_NEW_PRIVS keeps exec from granting any");
+    probed.done = 1;
+}
+
+/* core.probe() -> { <layer> = { available = bool, reason = string|nil, ... } } */
+int hcp_probe(lua_State *L)
+{
+    if (!probed.done)
+        probe_all();
+    lua_createtable(L, 0, NPROBES);
+    for (int i = 0; i < NPROBES; i++) {
+        const struct layer *l = &probed.l[i];
+        lua_createtable(L, 0, 4);
+        lua_pushboolean(L, l->ok);
+        lua_setfield(L, -2, "available");
+        if (!l->ok) {
+            lua_pushstring(L, l->why[0] ? l->why : "unknown");
+            lua_setfield(L, -2, "reason");
+        }
+        if (l->note[0]) {
+            lua_pushstring(L, l->note);
+            lua_setfield(L, -2, "note");
+        }
+        if (i == P_LANDLOCK) {
+            lua_pushinteger(L, probed.abi);
+            lua_setfield(L, -2, "abi");
+        }
+        if (i == P_CGROUP && l->ok) {
+            lua_pushstring(L, probed.cg_path);
+            lua_setfield(L, -2, "path");
+            lua_pushinteger(L, probed.cg_version);
+            lua_setfield(L, -2, "version");
+        }
+        lua_setfield(L, -2, probe_names[i]);
+    }
+    return 1;
+}

@@ -1,0 +1,301 @@
+/* spawn_io.c — the I/O engine of core.spawn: one poll loop drives the pipes,
+ * the pidfds and the timers of any number of procs. A proc's resources are
+ * released in one place, hcp_proc_release (error returns, __gc and __close
+ * alike). */
+#include "spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DRAIN_NS (250 * MS)     /* pipe draining after the child was reaped */
+#define TICK_NS (10 * MS)       /* exit polling when there is no pidfd */
+
+enum { SLOT_OUT, SLOT_ERR, SLOT_IN, SLOT_PID };
+
+int64_t hcp_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);   /* cannot fail for this clock */
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void hcp_closefd(int *fd)
+{
+    if (*fd >= 0) {
+        close(*fd);   /* nothing to do about an error on close here */
+        *fd = -1;
+    }
+}
+
+void hcp_proc_release(proc_t *p)
+{
+    if (p->state == S_RUNNING) {
+        (void)killpg(p->pid, SIGKILL);   /* ESRCH: the group is gone already */
+        while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    hcp_closefd(&p->pidfd);
+    hcp_closefd(&p->in_fd);
+    for (int i = 0; i < NTMP; i++)
+        hcp_closefd(&p->tmp[i]);
+    for (int i = 0; i < 2; i++) {
+        hcp_closefd(&p->out[i].fd);
+        free(p->out[i].buf);
+        p->out[i].buf = NULL;
+    }
+    p->state = S_CLOSED;
+}
+
+/* ---- the I/O engine ----------------------------------------------------- */
+
+/* The direct child has exited, seen without reaping it: what is left of its
+ * group is killed while the zombie still pins the group id, then it is reaped
+ * and the pipes get DRAIN_NS more to deliver what was written. */
+static void proc_check_exit(proc_t *p)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid(P_PID, (id_t)p->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0) {
+        if (errno == EINTR)
+            return;
+        /* ECHILD: reaped behind our back (SIGCHLD ignored by the host
+         * program). The group id is no longer pinned: do not signal it. */
+        p->status = -1;
+    } else if (si.si_pid == 0) {
+        return;
+    } else {
+        int st;
+        pid_t r;
+        (void)killpg(p->pid, SIGKILL);   /* ESRCH: nothing left in the group */
+        while ((r = waitpid(p->pid, &st, 0)) < 0 && errno == EINTR)
+            ;
+        p->status = r < 0 ? -1 : st;
+    }
+    p->t_end = hcp_now_ns();
+    p->state = S_DRAINING;
+    p->drain_end = p->t_end + DRAIN_NS;
+    hcp_closefd(&p->in_fd);
+    hcp_closefd(&p->pidfd);
+}
+
+static int grow(struct stream *s, size_t max)
+{
+    if (s->cap > s->len)
+        return 0;
+    size_t cap = s->cap ? s->cap * 2 : 65536;
+    if (cap > max)
+        cap = max;
+    char *b = realloc(s->buf, cap);
+    if (!b)
+        return -1;
+    s->buf = b;
+    s->cap = cap;
+    return 0;
+}
+
+/* One write with SIGPIPE blocked, and a SIGPIPE this write raised consumed,
+ * so a reader that went away cannot kill the runtime and no process-wide
+ * disposition changes: EPIPE comes back as an error like any other.
+ * Returns what write returned; *err holds its errno. */
+static ssize_t write_nopipe(int fd, const char *buf, size_t len, int *err)
+{
+    sigset_t pipeset, old, pending;
+    struct timespec zero = { 0, 0 };
+    ssize_t n;
+    sigemptyset(&pipeset);
+    sigaddset(&pipeset, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipeset, &old);   /* valid args: cannot fail */
+    sigpending(&pending);
+    int was_pending = sigismember(&pending, SIGPIPE);
+    do
+        n = write(fd, buf, len);
+    while (n < 0 && errno == EINTR);
+    *err = errno;
+    if (n < 0 && *err == EPIPE && !was_pending)
+        while (sigtimedwait(&pipeset, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return n;
+}
+
+/* Copies a chunk to the caller's tee fd as it arrives (hcp run passes output
+ * through this way, so the child never holds the caller's terminal). A
+ * reader that went away, or any other error, ends the copying, never the
+ * capture; an fd that is non-blocking is waited on. */
+static void tee_write(struct stream *s, const char *buf, size_t len)
+{
+    while (len > 0) {
+        int err;
+        ssize_t w = write_nopipe(s->tee, buf, len, &err);
+        if (w > 0) {
+            buf += w;
+            len -= (size_t)w;
+        } else if (w < 0 && err == EAGAIN) {
+            struct pollfd pf = { .fd = s->tee, .events = POLLOUT, .revents = 0 };
+            if (poll(&pf, 1, 1000) <= 0) {
+                s->tee = -1;
+                return;
+            }
+        } else {
+            s->tee = -1;
+            return;
+        }
+    }
+}
+
+/* Reads until the pipe is empty; past max_output (or when memory runs out)
+ * bytes are read and dropped, so the child never blocks on a full pipe. */
+static void read_stream(proc_t *p, struct stream *s)
+{
+    char sink[16384];
+    for (int i = 0; i < 64; i++) {   /* bounded: other fds get their turn */
+        char *dst = sink;
+        size_t room = sizeof sink;
+        if (s->len < p->max_output && grow(s, p->max_output) == 0) {
+            dst = s->buf + s->len;
+            room = s->cap - s->len;
+        }
+        ssize_t n = read(s->fd, dst, room);
+        if (n > 0) {
+            if (s->tee >= 0)
+                tee_write(s, dst, (size_t)n);
+            if (dst == sink)
+                s->truncated = 1;
+            else
+                s->len += (size_t)n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && errno == EAGAIN) {
+            return;
+        } else {
+            hcp_closefd(&s->fd);   /* EOF (or a read error a pipe does not have) */
+            return;
+        }
+    }
+}
+
+/* A child that closes its stdin early only ends the writing (EPIPE). */
+static void write_stdin(proc_t *p)
+{
+    int err;
+    ssize_t n = write_nopipe(p->in_fd, p->in_data + p->in_off, p->in_len - p->in_off, &err);
+    if (n > 0)
+        p->in_off += (size_t)n;
+    if (p->in_off == p->in_len || (n < 0 && err != EAGAIN))
+        hcp_closefd(&p->in_fd);
+}
+
+/* Timers and state changes that need no fd event. */
+static void proc_step(proc_t *p, int64_t now)
+{
+    if (p->state == S_RUNNING && p->pidfd < 0)
+        proc_check_exit(p);
+    if (p->state == S_RUNNING && !p->term_sent && now >= p->deadline) {
+        (void)killpg(p->pid, SIGTERM);   /* ESRCH: exiting already */
+        p->timed_out = p->term_sent = 1;
+        p->kill_at = now + p->grace;
+    }
+    if (p->state == S_RUNNING && p->term_sent && !p->kill_sent && now >= p->kill_at) {
+        (void)killpg(p->pid, SIGKILL);
+        p->kill_sent = 1;
+    }
+    if (p->state == S_DRAINING &&
+        ((p->out[0].fd < 0 && p->out[1].fd < 0) || now >= p->drain_end)) {
+        hcp_closefd(&p->out[0].fd);
+        hcp_closefd(&p->out[1].fd);
+        p->state = S_DONE;
+    }
+}
+
+static int64_t proc_next(const proc_t *p, int64_t now)
+{
+    int64_t t = NEVER;
+    if (p->state == S_RUNNING) {
+        if (p->pidfd < 0)
+            t = now + TICK_NS;
+        if (!p->term_sent && p->deadline < t)
+            t = p->deadline;
+        else if (p->term_sent && !p->kill_sent && p->kill_at < t)
+            t = p->kill_at;
+    } else if (p->state == S_DRAINING) {
+        t = p->drain_end;
+    }
+    return t;
+}
+
+static int *slot_fd(proc_t *p, int slot)
+{
+    switch (slot) {
+    case SLOT_OUT: return &p->out[0].fd;
+    case SLOT_ERR: return &p->out[1].fd;
+    case SLOT_IN:  return &p->in_fd;
+    default:       return &p->pidfd;
+    }
+}
+
+struct ref { proc_t *p; int slot; };
+
+/* Drives n procs until `need` of them are done or `deadline` has passed
+ * (after at least one poll pass). Returns 0 or poll's errno. */
+int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline)
+{
+    struct pollfd *pfd = lua_newuserdatauv(L, sizeof *pfd * 4 * (size_t)n, 0);
+    struct ref *refs = lua_newuserdatauv(L, sizeof *refs * 4 * (size_t)n, 0);
+    int polled = 0, err = 0;
+    for (;;) {
+        int64_t now = hcp_now_ns(), next = deadline;
+        int done = 0, nf = 0;
+        for (int i = 0; i < n; i++) {
+            proc_step(ps[i], now);
+            if (ps[i]->state == S_DONE || ps[i]->state == S_CLOSED)
+                done++;
+            else if (proc_next(ps[i], now) < next)
+                next = proc_next(ps[i], now);
+        }
+        if (done >= need || (polled && now >= deadline))
+            break;
+        for (int i = 0; i < n; i++)
+            for (int s = SLOT_OUT; s <= SLOT_PID; s++) {
+                int fd = *slot_fd(ps[i], s);
+                if (fd < 0)
+                    continue;
+                pfd[nf].fd = fd;
+                pfd[nf].events = s == SLOT_IN ? POLLOUT : POLLIN;
+                pfd[nf].revents = 0;
+                refs[nf].p = ps[i];
+                refs[nf++].slot = s;
+            }
+        int64_t wait_ms = next == NEVER ? -1 : next <= now ? 0 : (next - now + MS - 1) / MS;
+        int r = poll(pfd, (nfds_t)nf, wait_ms > INT_MAX ? INT_MAX : (int)wait_ms);
+        /* A signal with a handler (Ctrl-C in the REPL) returns to Lua, whose
+         * hook may then raise; callers that only want the result wait again. */
+        if (r < 0) {
+            err = errno;
+            break;
+        }
+        polled = 1;
+        for (int k = 0; k < nf && r > 0; k++) {
+            proc_t *p = refs[k].p;
+            /* skip an fd a previous event of this pass closed */
+            if (!pfd[k].revents || *slot_fd(p, refs[k].slot) != pfd[k].fd)
+                continue;
+            r--;
+            if (refs[k].slot == SLOT_IN)
+                write_stdin(p);
+            else if (refs[k].slot == SLOT_PID)
+                proc_check_exit(p);
+            else
+                read_stream(p, &p->out[refs[k].slot]);
+        }
+    }
+    lua_pop(L, 2);   /* the scratch arrays */
+    return err;
+}

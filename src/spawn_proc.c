@@ -1,0 +1,247 @@
+/* spawn_proc.c — the proc handle that core.spawn returns (pid, wait, kill,
+ * done, __gc/__close), its result table, core.wait_any and core.signame. */
+#include "spawn.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static proc_t *checkproc(lua_State *L, int idx)
+{
+    return luaL_checkudata(L, idx, PROC_MT);
+}
+
+static int has_result(lua_State *L, int idx)
+{
+    int t = lua_getiuservalue(L, idx, UV_RESULT);
+    lua_pop(L, 1);
+    return t != LUA_TNIL;
+}
+
+static void setfield_bool(lua_State *L, const char *k, int v)
+{
+    lua_pushboolean(L, v);
+    lua_setfield(L, -2, k);
+}
+
+/* Pushes the result of a done (or closed) proc at idx, building and caching
+ * it the first time; the output buffers are freed once copied. */
+static void push_result(lua_State *L, int idx, proc_t *p)
+{
+    static const char *const names[2] = { "stdout", "stderr" };
+    idx = lua_absindex(L, idx);
+    if (lua_getiuservalue(L, idx, UV_RESULT) != LUA_TNIL)
+        return;
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 8);
+    int code = -1;   /* status unknown (reaped by someone else) */
+    if (p->status != -1 && WIFSIGNALED(p->status)) {
+        code = 128 + WTERMSIG(p->status);
+        lua_pushinteger(L, WTERMSIG(p->status));
+        lua_setfield(L, -2, "signal");
+    } else if (p->status != -1) {
+        code = WEXITSTATUS(p->status);
+    }
+    lua_pushinteger(L, code);
+    lua_setfield(L, -2, "exit");
+    for (int i = 0; i < 2; i++) {
+        lua_pushlstring(L, p->out[i].buf ? p->out[i].buf : "", p->out[i].len);
+        lua_setfield(L, -2, names[i]);
+    }
+    setfield_bool(L, "stdout_truncated", p->out[0].truncated);
+    setfield_bool(L, "stderr_truncated", p->out[1].truncated);
+    setfield_bool(L, "timed_out", p->timed_out);
+    lua_pushnumber(L, (lua_Number)(p->t_end - p->t0) / 1e6);
+    lua_setfield(L, -2, "ms");
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, idx, UV_RESULT);
+    for (int i = 0; i < 2; i++) {
+        free(p->out[i].buf);
+        p->out[i].buf = NULL;
+        p->out[i].len = p->out[i].cap = 0;
+    }
+}
+
+/* Optional timeout (ms) at idx as an absolute deadline. */
+static int64_t opt_deadline(lua_State *L, int idx)
+{
+    if (lua_isnoneornil(L, idx))
+        return NEVER;
+    lua_Number ms = luaL_checknumber(L, idx);
+    luaL_argcheck(L, ms >= 0, idx, "timeout must be a non-negative number");
+    if (ms > 1e12)   /* decades: as good as never, and no int64 overflow */
+        return NEVER;
+    return hcp_now_ns() + (int64_t)(ms * 1e6);
+}
+
+static void check_open(lua_State *L, proc_t *p)
+{
+    if (p->state == S_CLOSED && !has_result(L, 1))
+        luaL_error(L, "attempt to use a closed process");
+}
+
+static int p_pid(lua_State *L)
+{
+    lua_pushinteger(L, checkproc(L, 1)->pid);
+    return 1;
+}
+
+static int p_wait(lua_State *L)
+{
+    proc_t *p = checkproc(L, 1);
+    int64_t deadline = opt_deadline(L, 2);
+    check_open(L, p);
+    if (p->state == S_RUNNING || p->state == S_DRAINING) {
+        int err = hcp_proc_drive(L, &p, 1, 1, deadline);
+        if (err == EINTR) {
+            luaL_pushfail(L);
+            lua_pushliteral(L, "interrupted");
+            lua_pushinteger(L, EINTR);
+            return 3;
+        }
+        if (err)
+            return hcp_push_oserror(L, err, "spawn: poll");
+    }
+    if (p->state == S_RUNNING || p->state == S_DRAINING) {
+        luaL_pushfail(L);
+        lua_pushliteral(L, "timeout");
+        return 2;
+    }
+    push_result(L, 1, p);
+    return 1;
+}
+
+static int p_done(lua_State *L)
+{
+    proc_t *p = checkproc(L, 1);
+    if (p->state == S_RUNNING || p->state == S_DRAINING) {
+        int err = hcp_proc_drive(L, &p, 1, 1, hcp_now_ns());   /* one non-blocking pass */
+        if (err)
+            return hcp_push_oserror(L, err, "spawn: poll");
+    }
+    if (p->state == S_DONE)
+        push_result(L, 1, p);
+    lua_pushboolean(L, p->state == S_DONE || has_result(L, 1));
+    return 1;
+}
+
+static const struct { int sig; const char *name; } signals[] = {
+    { SIGHUP, "HUP" }, { SIGINT, "INT" }, { SIGQUIT, "QUIT" }, { SIGILL, "ILL" },
+    { SIGTRAP, "TRAP" }, { SIGABRT, "ABRT" }, { SIGBUS, "BUS" }, { SIGFPE, "FPE" },
+    { SIGKILL, "KILL" }, { SIGUSR1, "USR1" }, { SIGSEGV, "SEGV" },
+    { SIGUSR2, "USR2" }, { SIGPIPE, "PIPE" }, { SIGALRM, "ALRM" },
+    { SIGTERM, "TERM" }, { SIGSTKFLT, "STKFLT" }, { SIGCHLD, "CHLD" },
+    { SIGCONT, "CONT" }, { SIGSTOP, "STOP" }, { SIGTSTP, "TSTP" },
+    { SIGTTIN, "TTIN" }, { SIGTTOU, "TTOU" }, { SIGURG, "URG" },
+    { SIGXCPU, "XCPU" }, { SIGXFSZ, "XFSZ" }, { SIGVTALRM, "VTALRM" },
+    { SIGPROF, "PROF" }, { SIGWINCH, "WINCH" }, { SIGIO, "IO" },
+    { SIGPWR, "PWR" }, { SIGSYS, "SYS" },
+};
+#define NSIGNALS (sizeof signals / sizeof signals[0])
+
+static int p_kill(lua_State *L)
+{
+    proc_t *p = checkproc(L, 1);
+    int sig = SIGKILL;
+    if (lua_type(L, 2) == LUA_TSTRING) {
+        const char *name = lua_tostring(L, 2);
+        size_t i;
+        if (strncmp(name, "SIG", 3) == 0)
+            name += 3;
+        for (i = 0; i < NSIGNALS && strcmp(signals[i].name, name) != 0; i++)
+            ;
+        luaL_argcheck(L, i < NSIGNALS, 2, "unknown signal name");
+        sig = signals[i].sig;
+    } else if (!lua_isnoneornil(L, 2)) {
+        lua_Integer n = luaL_checkinteger(L, 2);
+        luaL_argcheck(L, n >= 0 && n < NSIG, 2, "signal number out of range");
+        sig = (int)n;
+    }
+    if (p->state != S_RUNNING) {
+        luaL_pushfail(L);
+        lua_pushliteral(L, "spawn: process already reaped");
+        lua_pushinteger(L, ESRCH);
+        return 3;
+    }
+    if (killpg(p->pid, sig) < 0)
+        return hcp_push_oserror(L, errno, "spawn: kill");
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int p_gc(lua_State *L)
+{
+    hcp_proc_release(checkproc(L, 1));
+    return 0;
+}
+
+/* core.wait_any(procs, timeout_ms) -> array of the finished procs */
+static int l_wait_any(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    int64_t deadline = opt_deadline(L, 2);
+    lua_Unsigned len = lua_rawlen(L, 1);
+    luaL_argcheck(L, len <= 65536, 1, "too many procs");
+    int n = (int)len;
+    proc_t **ps = lua_newuserdatauv(L, sizeof *ps * (n ? (size_t)n : 1), 0);
+    lua_createtable(L, n, 0);   /* keeps the procs alive whatever happens to arg 1 */
+    int keep = lua_gettop(L);
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, 1, i + 1);
+        ps[i] = luaL_testudata(L, -1, PROC_MT);
+        if (!ps[i])
+            return luaL_error(L, "wait_any: procs[%d] is not a proc", i + 1);
+        if (ps[i]->state == S_CLOSED && !has_result(L, -1))
+            return luaL_error(L, "wait_any: procs[%d] is closed", i + 1);
+        lua_rawseti(L, keep, i + 1);
+    }
+    if (n > 0) {
+        int err = hcp_proc_drive(L, ps, n, 1, deadline);
+        if (err && err != EINTR)   /* interrupted: report what has finished */
+            return hcp_push_oserror(L, err, "spawn: poll");
+    }
+    lua_newtable(L);
+    for (int i = 0, k = 0; i < n; i++) {
+        if (ps[i]->state != S_DONE && ps[i]->state != S_CLOSED)
+            continue;
+        lua_rawgeti(L, keep, i + 1);
+        push_result(L, -1, ps[i]);   /* cache it now: a later __close frees the buffers */
+        lua_pop(L, 1);
+        lua_rawseti(L, -2, ++k);
+    }
+    return 1;
+}
+
+static int l_signame(lua_State *L)
+{
+    lua_Integer n = luaL_checkinteger(L, 1);
+    for (size_t i = 0; i < NSIGNALS; i++)
+        if (signals[i].sig == n) {
+            lua_pushfstring(L, "SIG%s", signals[i].name);
+            return 1;
+        }
+    lua_pushfstring(L, "SIG%I", n);
+    return 1;
+}
+
+void hcp_register_proc(lua_State *L)
+{
+    static const luaL_Reg meta[] = {
+        { "__gc", p_gc }, { "__close", p_gc }, { NULL, NULL },
+    };
+    static const luaL_Reg methods[] = {
+        { "pid", p_pid }, { "wait", p_wait }, { "kill", p_kill },
+        { "done", p_done }, { NULL, NULL },
+    };
+    static const luaL_Reg funcs[] = {
+        { "wait_any", l_wait_any }, { "signame", l_signame }, { NULL, NULL },
+    };
+    luaL_newmetatable(L, PROC_MT);
+    luaL_setfuncs(L, meta, 0);
+    luaL_newlib(L, methods);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+    luaL_setfuncs(L, funcs, 0);
+}
