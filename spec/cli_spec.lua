@@ -199,6 +199,26 @@ describe("hcp doctor", function()
     for _, l in ipairs(d.layers) do names[l.name] = l end
     assert.is_true(names.no_new_privs.used)
     assert.is_string(d.version)
+    for _, l in ipairs({ "landlock", "seccomp", "netns", "pidns", "caps", "limits" }) do
+      assert.is_table(names[l], l)
+      -- a layer is either used, or its line says why it is not
+      assert.is_true(names[l].used or names[l].reason ~= nil or names[l].available, l)
+    end
+  end)
+
+  it("reports what a configured runtime would use: native-local adds nothing, bwrap brings its own", function()
+    local d = json.decode((run(HCP .. " doctor --json --no-sandbox --native-local")))
+    assert.equal("native-local", d.mode)
+    for _, l in ipairs(d.layers) do
+      if l.name == "landlock" or l.name == "seccomp" then assert.is_false(l.used, l.name) end
+    end
+    local cfg = S.write(S.tmpdir("doc-") .. "/bw.lua", 'return { driver = "bwrap", isolation = "auto" }')
+    d = json.decode((run(HCP .. " doctor --json --config " .. q(cfg))))
+    assert.equal("bwrap", d.driver)
+    for _, l in ipairs(d.layers) do
+      if l.name == "netns" then assert.equal("by bubblewrap", l.detail) end
+      if l.name == "landlock" then assert.is_false(l.used) end
+    end
   end)
 end)
 

@@ -105,12 +105,14 @@ describe("isolation: syscalls (seccomp)", function()
 #include <sys/ioctl.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
+#include <stdlib.h>
 #include <unistd.h>
 #include <sched.h>
 static void show(const char *what, long r) { printf("%s=%s\n", what, r < 0 ? strerror(errno) : "ok"); }
-int main(void) {
+int main(int argc, char **argv) {
   char c = 'x';
   show("ptrace", ptrace(PTRACE_TRACEME, 0, 0, 0));
+  if (argc > 1) show("attach_runtime", ptrace(PTRACE_ATTACH, (pid_t)atoi(argv[1]), 0, 0));
   show("tiocsti", ioctl(0, TIOCSTI, &c));
   show("tiocsti_high", syscall(SYS_ioctl, 0, (unsigned long)TIOCSTI | (1UL << 32), &c));
   show("userns", unshare(CLONE_NEWUSER));
@@ -121,17 +123,19 @@ int main(void) {
 ]])
   end)
 
-  local function run(iso)
+  -- `attach`: also try to ptrace the runtime itself — only where the filter
+  -- is on (without it a root child would really stop this process)
+  local function run(iso, attach)
     local rt = assert(hcp.create({ allow_bins = { probe }, isolation = iso }))
-    return rt:exec({ bin = probe, stdin = "" })
+    return rt:exec({ bin = probe, stdin = "", args = { attach and tostring(core.getpid()) or nil } })
   end
 
-  it("ptrace, new user namespaces, bpf, keyctl and TIOCSTI (also with bit 32 set) get EPERM", function()
+  it("ptrace (of itself and of the runtime), new user namespaces, bpf, keyctl, TIOCSTI (also with bit 32) get EPERM", function()
     if not need("seccomp") then return end
     assert.is_string(probe)
-    local res = run("auto")
+    local res = run("auto", true)
     assert.is_true(layers_of(res).seccomp)
-    for _, what in ipairs({ "ptrace", "tiocsti", "tiocsti_high", "userns", "bpf", "keyctl" }) do
+    for _, what in ipairs({ "ptrace", "attach_runtime", "tiocsti", "tiocsti_high", "userns", "bpf", "keyctl" }) do
       assert.matches(what .. "=Operation not permitted\n", res.stdout, 1, true)
     end
     -- without the filter, TIOCSTI on a pipe is only "not a tty": EPERM is the filter's

@@ -86,6 +86,7 @@ local function build_parser()
   validate:argument("dir", "Pack roots, or folders of packs."):args("+")
 
   local doctor = p:command("doctor", "What isolation this host supports and what the runtime uses.")
+  common_options(doctor)
   doctor:flag("--json", "Print JSON.")
 
   local wrap = p:command("wrap", "Scaffold a pack for an existing CLI (§10.6).")
@@ -201,18 +202,21 @@ local function cmd_validate(a)
 end
 
 local function cmd_doctor(a)
-  local d = hcp.doctor()
+  local opts, err = config.options(a)
+  if not opts then say("%s", err); return 126 end
+  local d = hcp.doctor(opts)
   if a.json then
     local layers = json.array()
     for i, l in ipairs(d.layers) do
-      layers[i] = { name = l.name, available = l.available, used = l.used, reason = l.reason }
+      layers[i] = { name = l.name, available = l.available, used = l.used, reason = l.reason, detail = l.detail }
     end
-    stdout:write(json.encode({ version = d.version, core = d.core, layers = layers }), "\n")
+    stdout:write(json.encode({ version = d.version, core = d.core, mode = d.mode, driver = d.driver,
+      layers = layers }), "\n")
   else
-    stdout:write(string.format("hcp-lua %s (core %s)\n", d.version, d.core))
+    stdout:write(string.format("hcp-lua %s (core %s): mode %s, driver %s\n", d.version, d.core, d.mode, d.driver))
     for _, l in ipairs(d.layers) do
-      stdout:write(string.format("  %-14s %-13s %s\n", l.name,
-        l.used and "used" or (l.available and "available" or "unavailable"), l.reason or ""))
+      local state = l.used and "used" or (l.available and "available" or "unavailable")
+      stdout:write(string.format("  %-13s %-12s %s\n", l.name, state, l.reason or l.detail or ""))
     end
   end
   return 0

@@ -29,17 +29,22 @@ function M.repl_runtime()
   return require("hcp.repl").runtime()
 end
 
---- What isolation this host offers and what a default runtime applies:
---- the layers every spawn gets, then each layer of §10.4 with whether this
---- host has it and why not.
----@return { version: string, core: string, layers: table[] } layers: { name, available, used, reason?, detail? }
-function M.doctor()
+--- What isolation this host offers and what a runtime applies: the layers
+--- every spawn gets, then each layer of §10.4 with whether this host has it,
+--- why not, and whether a runtime created with `opts` (the options of
+--- hcp.create; default: isolation "auto", sandbox, local driver) uses it.
+---@param opts table?
+---@return { version: string, core: string, mode: string, driver: string, layers: table[] }
+function M.doctor(opts)
+  opts = type(opts) == "table" and opts or {}
+  local mode = require("hcp.sandbox").mode(opts.sandbox, opts.native_local)
+  local driver = opts.driver or "local"
   local layers = {}
   for _, name in ipairs(runtime.BASE_LAYERS) do
     layers[#layers + 1] = { name = name, available = true, used = true }
   end
-  for _, l in ipairs(require("hcp.isolation").report()) do layers[#layers + 1] = l end
-  return { version = M.version, core = core.version, layers = layers }
+  for _, l in ipairs(require("hcp.isolation").report(opts.isolation, mode, driver)) do layers[#layers + 1] = l end
+  return { version = M.version, core = core.version, mode = mode, driver = driver, layers = layers }
 end
 
 return M

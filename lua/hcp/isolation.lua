@@ -102,15 +102,22 @@ function M.choose(option, mode, driver)
 end
 
 --- The doctor's view: every layer, whether this host has it, why not, and
---- whether a default ("auto", sandbox, local driver) runtime uses it.
----@return { name: string, available: boolean, used: boolean, reason: string? }[]
-function M.report()
+--- whether a runtime with these options uses it (default: "auto", sandbox,
+--- the local driver). Under bwrap, netns/pidns/caps come from bubblewrap.
+---@param option any isolation option
+---@param mode string?
+---@param driver string?
+---@return { name: string, available: boolean, used: boolean, reason: string?, detail: string? }[]
+function M.report(option, mode, driver)
   local probe = M.probe()
-  local auto = M.choose("auto", "sandbox", "local") or {}
+  driver = driver or "local"
+  local auto = M.choose(option or "auto", mode or "sandbox", driver) or {}
   local out = {}
   for _, l in ipairs(M.LAYERS) do
     local ok, why = availability(l, probe)
-    local entry = { name = l, available = ok, used = auto[l] == true, reason = (not ok) and why or nil }
+    local by_bwrap = driver == "bwrap" and (l == "netns" or l == "pidns" or l == "caps")
+    local entry = { name = l, available = ok, used = auto[l] == true or by_bwrap, reason = (not ok) and why or nil }
+    if by_bwrap then entry.detail = "by bubblewrap" end
     if l == "landlock" and probe.landlock and probe.landlock.abi then entry.detail = "ABI " .. probe.landlock.abi end
     if l == "limits" then
       local cg = probe.cgroup
