@@ -357,6 +357,12 @@ describe("hcp-lua REPL", function()
     assert.matches("hcp> { a = {}, b = { 1, 2 } }\n", out, 1, true)
   end)
 
+  it("keeps an rt that a script run before the REPL (-i script) set", function()
+    local script = S.write(S.tmpdir("pre-") .. "/pre.lua", 'rt = "mine"\n')
+    local out = run(HCP_LUA .. " -i " .. q(script), { env = "HCP_PACK_PATH=packs-examples", stdin = "rt\n" })
+    assert.matches("hcp> mine\n", out, 1, true)
+  end)
+
   it("under a terminal, Ctrl-C interrupts a running call (its child is killed), not the REPL", function()
     local _, has_script = S.sh("command -v script >/dev/null 2>&1")
     if has_script ~= 0 then pending("needs script(1) from util-linux for a pseudo-terminal") return end

@@ -509,7 +509,9 @@ static const char repl_init[] =
     "  if h:find(\"module 'hcp' not found\", 1, true) then return nil end\n"
     "  return 'require(\"hcp\") failed: ' .. h\n"
     "end\n"
-    "hcp = h\n"
+    /* a script run before the REPL (-i script) may have set its own */
+    "if hcp == nil then hcp = h end\n"
+    "if rt ~= nil then return nil end\n"
     "local f = type(h) == 'table' and rawget(h, 'repl_runtime')\n"
     "if type(f) ~= 'function' then return nil end\n"
     "local ok2, r = pcall(f)\n"

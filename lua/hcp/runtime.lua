@@ -288,6 +288,21 @@ local function count_nul(argv)
   return nil
 end
 
+--- Whether a call needs `policy.confirm`: an op with `confirm: true`; and a
+--- raw-args call (`pack.exec`) of a pack any of whose ops needs it — the
+--- raw call is the whole CLI and mints every binding, so it must not be the
+--- way around a confirmation.
+---@param pack hcp.Pack
+---@param op table?
+---@return boolean
+function M.needs_confirm(pack, op)
+  if op then return op.confirm end
+  for _, o in pairs(pack.ops) do
+    if o.confirm then return true end
+  end
+  return false
+end
+
 --- §10.4 per-family egress: a pack may reach the network when it says
 --- `wrap.network: true` or has a binding of family http.
 ---@param pack hcp.Pack?
@@ -444,7 +459,7 @@ function Runtime:start(env_in, copts)
   -- §4: policy, in every mode
   local call = { pack = pack.name, op = req.op or "exec", name = name, params = req.params,
     args = req.args, principal = req.principal, id = req.id, mode = req.mode }
-  local allowed, perr = policy_mod.check(self.policy, name, op ~= nil and op.confirm, call)
+  local allowed, perr = policy_mod.check(self.policy, name, M.needs_confirm(pack, op), call)
   if not allowed then return refuse(126, perr) end
 
   -- argv: wrap.args, then the op's template, then raw args
