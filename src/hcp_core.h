@@ -7,6 +7,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #define HCP_CORE_VERSION "0.1.0"
 
@@ -20,6 +21,12 @@ void hcp_register_isolation(lua_State *L);
 /* Lexical normalisation (paths.c). Writes at most outsz bytes including the
  * terminating NUL into out; returns the length or -1 if out is too small. */
 long hcp_path_normalize(const char *in, char *out, size_t outsz);
+
+/* openat2(2) with O_CLOEXEC added and the kernel's EAGAIN (a concurrent
+ * rename under dirfd) retried a few times (paths.c). -1 with errno set;
+ * ENOSYS on kernels without openat2, for the caller's own fallback. */
+int hcp_openat2(int dirfd, const char *path, int flags, mode_t mode,
+                unsigned long long resolve);
 
 /* Component-wise containment of two normalised absolute paths (paths.c). */
 int hcp_path_contains(const char *base, const char *path);

@@ -23,12 +23,7 @@
 #include <linux/landlock.h>
 #include <linux/magic.h>
 
-#ifndef SYS_landlock_create_ruleset
-#define SYS_landlock_create_ruleset 444
-#endif
-#ifndef CGROUP2_SUPER_MAGIC
-#define CGROUP2_SUPER_MAGIC 0x63677270
-#endif
+#include "compat.h"
 
 static const struct { const char *name; unsigned bit; } layer_names[] = {
     { "landlock", ISO_LANDLOCK }, { "seccomp", ISO_SECCOMP },

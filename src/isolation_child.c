@@ -24,15 +24,7 @@
 #include <linux/securebits.h>
 
 /* Kernel headers may predate the running kernel; these are fixed ABI. */
-#ifndef SYS_landlock_create_ruleset
-#define SYS_landlock_create_ruleset 444
-#endif
-#ifndef SYS_landlock_add_rule
-#define SYS_landlock_add_rule 445
-#endif
-#ifndef SYS_landlock_restrict_self
-#define SYS_landlock_restrict_self 446
-#endif
+#include "compat.h"
 #ifndef LANDLOCK_ACCESS_FS_REFER
 #define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)       /* ABI 2 */
 #endif

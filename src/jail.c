@@ -24,20 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <linux/openat2.h>
-
-#ifndef SYS_openat2
-#define SYS_openat2 437
-#endif
-#ifndef RESOLVE_BENEATH
-#define RESOLVE_BENEATH 0x08
-#endif
-#ifndef RESOLVE_NO_MAGICLINKS
-#define RESOLVE_NO_MAGICLINKS 0x02
-#endif
-#ifndef RESOLVE_NO_SYMLINKS
-#define RESOLVE_NO_SYMLINKS 0x04
-#endif
+#include "compat.h"
 
 #define COPY_MAX ((off_t)1 << 34)   /* 16 GiB: a file larger is refused, not truncated */
 
@@ -45,15 +32,7 @@
  * with O_NOFOLLOW at every step gives the same refusal of links and "..". */
 static int open_beneath(int dirfd, const char *rel, int flags, mode_t mode, uint64_t resolve)
 {
-    struct open_how how;
-    memset(&how, 0, sizeof how);
-    how.flags = (uint64_t)(flags | O_CLOEXEC);
-    how.mode = (flags & O_CREAT) ? mode : 0;
-    how.resolve = resolve;
-    int fd;
-    do
-        fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
-    while (fd < 0 && errno == EAGAIN);
+    int fd = hcp_openat2(dirfd, rel, flags, mode, resolve);
     if (fd >= 0 || errno != ENOSYS)
         return fd;
     /* fallback: walk each component without following anything */

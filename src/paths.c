@@ -16,22 +16,24 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <linux/openat2.h>
+#include "compat.h"
 
-/* Kernel headers may predate the running kernel; the number is fixed ABI. */
-#ifndef SYS_openat2
-#define SYS_openat2 437
-#endif
-#ifndef RESOLVE_BENEATH
-#define RESOLVE_BENEATH 0x08
-#endif
-#ifndef RESOLVE_NO_MAGICLINKS
-#define RESOLVE_NO_MAGICLINKS 0x02
-#endif
-
-/* Our own callers get their formats checked; the header is shared. */
-int hcp_push_oserror(lua_State *L, int err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+int hcp_openat2(int dirfd, const char *path, int flags, mode_t mode,
+                unsigned long long resolve)
+{
+    struct open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = (unsigned long long)(flags | O_CLOEXEC);
+    how.mode = (flags & O_CREAT) ? mode : 0;
+    how.resolve = resolve;
+    /* EAGAIN: a concurrent rename somewhere under dirfd; the kernel asks
+     * for a retry. A few are plenty; after that it is reported. */
+    int fd, tries = 0;
+    do
+        fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+    while (fd < 0 && errno == EAGAIN && ++tries < 8);
+    return fd;
+}
 
 /* ---- pure helpers ------------------------------------------------------ */
 
@@ -344,9 +346,8 @@ static int l_resolve_beneath(lua_State *L)
     const char *root = checkpath(L, 1, NULL);
     size_t rlen;
     const char *rel = checkpath(L, 2, &rlen);
-    struct open_how how;
     struct stat st;
-    int rootfd, fd, err, tries;
+    int rootfd, fd, err;
 
     luaL_argcheck(L, rlen > 0 && rel[0] != '/', 2, "relative path expected");
 
@@ -355,16 +356,8 @@ static int l_resolve_beneath(lua_State *L)
         err = errno;
         return hcp_push_oserror(L, err, "%s", root);
     }
-    memset(&how, 0, sizeof how);
-    how.flags = O_PATH | O_CLOEXEC;
-    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-    /* EAGAIN: a concurrent rename somewhere under root; the kernel asks for
-     * a retry. A few are plenty; after that report it. */
-    tries = 0;
-    do {
-        fd = (int)syscall(SYS_openat2, rootfd, rel, &how, sizeof how);
-        err = fd < 0 ? errno : 0;
-    } while (fd < 0 && err == EAGAIN && ++tries < 8);
+    fd = hcp_openat2(rootfd, rel, O_PATH, 0, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+    err = fd < 0 ? errno : 0;
     if (fd < 0) {
         close(rootfd);
         if (err == ENOSYS)

@@ -13,18 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <linux/openat2.h>
-
-/* Kernel headers may predate the running kernel; the numbers are fixed ABI. */
-#ifndef SYS_openat2
-#define SYS_openat2 437
-#endif
-#ifndef RESOLVE_BENEATH
-#define RESOLVE_BENEATH 0x08
-#endif
-#ifndef RESOLVE_NO_MAGICLINKS
-#define RESOLVE_NO_MAGICLINKS 0x02
-#endif
+#include "compat.h"
 
 
 /* O_RDONLY lets us pread the "#!"; an execute-only file (no read bit for us)
@@ -35,11 +24,7 @@ static int open_rel(int dirfd, const char *rel, int beneath)
     int fd = -1;
     for (int i = 0; i < 2; i++) {
         if (beneath) {
-            struct open_how how;
-            memset(&how, 0, sizeof how);
-            how.flags = (unsigned long long)flags[i];
-            how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-            fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
+            fd = hcp_openat2(dirfd, rel, flags[i], 0, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
         } else {
             fd = openat(dirfd, rel, flags[i]);
         }
