@@ -12,6 +12,12 @@ local M = {}
 
 local PATTERN = "^[a-z0-9][a-z0-9._%-]*%.[%w_*%-]+$"
 
+local function count(t)
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  return n
+end
+
 local function valid_pattern(p)
   return type(p) == "string" and (p == "*" or p:match(PATTERN) ~= nil)
 end
@@ -41,7 +47,7 @@ function M.new(cfg)
         end
         copy[i] = pat
       end
-      if #copy ~= (function() local n = 0 for _ in pairs(list) do n = n + 1 end return n end)() then
+      if #copy ~= count(list) then
         return nil, string.format("hcp.create: policy.%s must be an array of patterns", key)
       end
       p[key] = copy

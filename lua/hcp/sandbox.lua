@@ -6,7 +6,6 @@
 local M = {}
 
 local core = require("hcp.core")
-local manifest = require("hcp.manifest")
 
 M.DEFAULT_SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
 M.SEED_ALLOWLIST = { "hcpx", "hcp" }
@@ -154,7 +153,5 @@ function M.check_search_path(s)
   end
   return s
 end
-
-M.reserved_env = manifest.reserved_env
 
 return M

@@ -111,17 +111,6 @@ function M.plan(argv, opts)
   return plan
 end
 
---- Backwards-compatible helper: only the `workspace:` references (no file
---- flags), as used before file flags existed.
----@param argv string[]
----@param jail string
----@return string[]? argv, string? err
-function M.rewrite(argv, jail)
-  local plan, err = M.plan(argv, { jail = jail, files_dir = jail, file_flags = {} })
-  if not plan then return nil, err end
-  return plan.argv
-end
-
 --- The default state directory: $XDG_STATE_HOME/hcp, else ~/.local/state/hcp.
 ---@return string? dir
 function M.default_state_dir()
