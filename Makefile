@@ -3,7 +3,7 @@
 #   make            build into build/ (runs from the checkout, no install needed)
 #   make deps       install missing Debian packages (root), or print the command
 #   make demo       deps + build + one real sandboxed pack call
-#   make test       deps + build + every spec (busted) and the C path tests
+#   make test       deps + build + the C path tests, luacheck, every spec (busted)
 #   make check      the same specs under ASan+UBSan
 #   make bench      per-call latency against a posix_spawn baseline
 #   make install    PREFIX=/usr/local: commands, Lua modules, C module, man pages
@@ -88,6 +88,7 @@ demo: deps all
 
 test: deps all
 	@$(C_TESTS)
+	@luacheck -q lua spec bench
 	busted --lua=$(LUA) $(BUSTED_ARGS)
 
 # ASan+UBSan: a separate build whose hcp-lua (a lua.c-compatible interpreter)

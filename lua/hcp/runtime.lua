@@ -1,10 +1,12 @@
 --- The runtime: loads packs, answers envelopes, spawns through the C core.
 ---
 --- Every call goes through the same straight line, and every refusal
---- happens before anything is spawned:
----   validate envelope → find pack/op → policy → (mock) → params → argv →
----   bin resolved + allow-listed → argument rules → bindings minted →
----   environment built → spawn → wait → result.
+--- happens before anything is copied into a jail or spawned:
+---   validate envelope → find pack/op → policy → params → argv → (mock) →
+---   bin resolved + allow-listed → host paths → file references planned →
+---   driver: prepare jail → rewriteArgv (staging) → bindings minted →
+---   environment → isolation layers → driver: spawn → wait →
+---   driver: writeback → cleanup → result.
 ---@class hcp.runtime
 local M = {}
 
@@ -410,9 +412,8 @@ local function mock_result(req, pack, mode)
   if not m then
     return envelope.refusal(req, 126, string.format("mock: no fixture for %q", envelope.call_name(req)), mode)
   end
-  local res = envelope.from_run(req, { exit = m.exit, stdout = m.stdout, stderr = m.stderr, ms = 0 },
+  return envelope.from_run(req, { exit = m.exit, stdout = m.stdout, stderr = m.stderr, ms = 0 },
     mode, {}, {}, nil, core.signame)
-  return res
 end
 
 ---@class hcp.CallOptions
