@@ -19,9 +19,11 @@ BUILD     ?= build
 # libreadline-dev: line editing and history for the hcp-lua REPL.
 # jq sqlite3 bc libxml2-utils git qrencode: the bins of packs-examples/ (jq is the demo).
 # bubblewrap: the bwrap driver (§10.6), a container tool we trust rather than rewrite.
+# procps (pgrep) and groff-base: the specs check for leftover processes and render the man pages.
 DEB_PKGS := lua5.4 liblua5.4-dev lua-cjson lua-busted lua-argparse lua-check \
             libreadline-dev gcc make pkg-config \
-            jq sqlite3 bc libxml2-utils git qrencode bubblewrap
+            jq sqlite3 bc libxml2-utils git qrencode bubblewrap \
+            procps groff-base
 
 LUA_CFLAGS := $(shell pkg-config --cflags lua$(LUA_VER) 2>/dev/null || echo -I/usr/include/lua$(LUA_VER))
 LUA_LIBS   := $(shell pkg-config --libs lua$(LUA_VER) 2>/dev/null || echo -llua$(LUA_VER))
