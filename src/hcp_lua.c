@@ -3,30 +3,24 @@
  * Modelled on Lua 5.4's lua.c: same options, same `arg` table, everything
  * under lua_pcall with a traceback handler, Ctrl-C turned into a Lua error by
  * a hook. Additions: hcp.core is linked in and preloaded, the install tree's
- * Lua directories are searched first, and argv[0] "hcp"/"hcpx" runs the CLI. */
+ * Lua directories are searched first, and argv[0] "hcp"/"hcpx" runs the CLI.
+ * The interactive REPL is in repl.c. */
 #include "hcp_core.h"
+#include "hcp_lua.h"
 
 #include <errno.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <lualib.h>
 
-#include <readline/history.h>
-#include <readline/readline.h>
-
 #define LUA_DIRVER LUA_VERSION_MAJOR "." LUA_VERSION_MINOR
-#define PROMPT1 "hcp> "
-#define PROMPT2 ">> "
-#define HISTORY_MAX 1000
 
-static const char *progname = "hcp-lua";  /* NULL in the REPL: no prefix */
+const char *hcp_lua_progname = "hcp-lua";  /* NULL in the REPL: no prefix */
 static lua_State *globalL;                /* for the SIGINT handler */
 
 /* ---- messages and protected calls ------------------------------------ */
@@ -40,11 +34,11 @@ static void l_message(const char *pname, const char *msg)
 }
 
 /* Prints the error message on the stack (if any) and pops it. */
-static int report(lua_State *L, int status)
+int hcp_lua_report(lua_State *L, int status)
 {
     if (status != LUA_OK) {
         const char *msg = lua_tostring(L, -1);
-        l_message(progname, msg ? msg : "(error object is not a string)");
+        l_message(hcp_lua_progname, msg ? msg : "(error object is not a string)");
         lua_pop(L, 1);
     }
     return status;
@@ -82,7 +76,7 @@ static void laction(int sig)
     errno = saved;
 }
 
-static void set_sigint(void (*handler)(int), int flags)
+void hcp_lua_set_sigint(void (*handler)(int), int flags)
 {
     struct sigaction sa;
 
@@ -94,7 +88,7 @@ static void set_sigint(void (*handler)(int), int flags)
     (void)sigaction(SIGINT, &sa, NULL);
 }
 
-static int docall(lua_State *L, int narg, int nres)
+int hcp_lua_docall(lua_State *L, int narg, int nres)
 {
     int status;
     int base = lua_gettop(L) - narg;
@@ -103,9 +97,9 @@ static int docall(lua_State *L, int narg, int nres)
     lua_insert(L, base);
     globalL = L;
     /* SA_RESETHAND: a second Ctrl-C kills us even if Lua is stuck in C. */
-    set_sigint(laction, SA_RESETHAND);
+    hcp_lua_set_sigint(laction, SA_RESETHAND);
     status = lua_pcall(L, narg, nres, base);
-    set_sigint(SIG_DFL, 0);
+    hcp_lua_set_sigint(SIG_DFL, 0);
     lua_remove(L, base);
     return status;
 }
@@ -113,8 +107,8 @@ static int docall(lua_State *L, int narg, int nres)
 static int dochunk(lua_State *L, int status)
 {
     if (status == LUA_OK)
-        status = docall(L, 0, 0);
-    return report(L, status);
+        status = hcp_lua_docall(L, 0, 0);
+    return hcp_lua_report(L, status);
 }
 
 static int dofile(lua_State *L, const char *name)
@@ -280,348 +274,6 @@ static int handle_luainit(lua_State *L)
     return dostring(L, init, name);
 }
 
-/* ---- the REPL ---------------------------------------------------------- */
-
-static volatile sig_atomic_t prompt_interrupted;
-static char *histfile;      /* NULL: no history file */
-static int use_readline;    /* stdin is a terminal */
-static char *line_result;
-static int line_done;
-
-static void on_prompt_sigint(int sig)
-{
-    (void)sig;
-    prompt_interrupted = 1;
-}
-
-static void on_rl_line(char *line)
-{
-    line_result = line;
-    line_done = 1;
-    /* Removed here, or readline would print the prompt again. */
-    rl_callback_handler_remove();
-}
-
-enum { LINE_OK, LINE_EOF, LINE_INTR };
-
-/* Reads one line through readline's callback interface, so Ctrl-C at the
- * prompt can be seen between keys: SIGINT is blocked except inside ppoll. */
-static int readline_intr(const char *prompt, char **out)
-{
-    sigset_t block, orig;
-    struct pollfd pfd;
-    int result = LINE_OK;
-
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigprocmask(SIG_BLOCK, &block, &orig);
-    prompt_interrupted = 0;
-    set_sigint(on_prompt_sigint, 0);
-    line_done = 0;
-    line_result = NULL;
-    rl_callback_handler_install(prompt, on_rl_line);
-    pfd.fd = fileno(rl_instream ? rl_instream : stdin);
-    pfd.events = POLLIN;
-    while (!line_done) {
-        if (prompt_interrupted) {
-            /* Drop the half-typed line and start afresh on a new prompt. */
-            rl_free_line_state();
-            rl_callback_sigcleanup();
-            rl_replace_line("", 0);
-            rl_callback_handler_remove();
-            fputs("\n", rl_outstream ? rl_outstream : stdout);
-            result = LINE_INTR;
-            break;
-        }
-        if (ppoll(&pfd, 1, NULL, &orig) < 0) {
-            if (errno == EINTR)
-                continue;
-            rl_callback_handler_remove();  /* unusable terminal: treat as EOF */
-            break;
-        }
-        rl_callback_read_char();
-    }
-    set_sigint(SIG_DFL, 0);
-    sigprocmask(SIG_SETMASK, &orig, NULL);
-    *out = line_result;
-    if (result == LINE_OK && line_result == NULL)
-        result = LINE_EOF;
-    return result;
-}
-
-/* Without a terminal (hcp-lua -i < file): plain reads, prompts as lua.c. */
-static int readline_plain(const char *prompt, char **out)
-{
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-
-    fputs(prompt, stdout);
-    fflush(stdout);
-    n = getline(&line, &cap, stdin);
-    if (n < 0) {
-        free(line);
-        *out = NULL;
-        return LINE_EOF;
-    }
-    if (n > 0 && line[n - 1] == '\n')
-        line[n - 1] = '\0';
-    *out = line;
-    return LINE_OK;
-}
-
-/* Pushes the next line (without its newline); returns LINE_*. */
-static int pushline(lua_State *L, int firstline)
-{
-    const char *prompt = firstline ? PROMPT1 : PROMPT2;
-    char *line;
-    int r = use_readline ? readline_intr(prompt, &line) : readline_plain(prompt, &line);
-
-    if (r != LINE_OK)
-        return r;
-    lua_pushstring(L, line);  /* a memory error here leaks line: harmless */
-    free(line);
-    return LINE_OK;
-}
-
-static void save_line(const char *line)
-{
-    if (!use_readline || line[0] == '\0')
-        return;
-    add_history(line);
-    /* Appended at once so a crash or kill loses nothing; failures (read-only
-     * home, …) only cost the history. */
-    if (histfile)
-        (void)append_history(1, histfile);
-}
-
-/* The line as an expression first, so "1+1" prints 2. */
-static int addreturn(lua_State *L)
-{
-    const char *line = lua_tostring(L, -1);
-    const char *retline = lua_pushfstring(L, "return %s;", line);
-    int status = luaL_loadbuffer(L, retline, strlen(retline), "=stdin");
-
-    if (status == LUA_OK) {
-        lua_remove(L, -2);  /* the "return" string */
-        save_line(line);
-    } else {
-        lua_pop(L, 2);  /* the error and the "return" string */
-    }
-    return status;
-}
-
-/* A syntax error at <eof> means the statement is not finished yet. */
-static int incomplete(lua_State *L, int status)
-{
-    static const char mark[] = "<eof>";
-    const size_t marklen = sizeof mark - 1;
-
-    if (status == LUA_ERRSYNTAX) {
-        size_t len;
-        const char *msg = lua_tolstring(L, -1, &len);
-        if (len >= marklen && strcmp(msg + len - marklen, mark) == 0) {
-            lua_pop(L, 1);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* Returns -1 at EOF, -2 when the input was interrupted, else the load status
- * with the chunk (or the error) on the stack. */
-static int loadline(lua_State *L)
-{
-    int status, r;
-
-    lua_settop(L, 0);
-    r = pushline(L, 1);
-    if (r == LINE_EOF)
-        return -1;
-    if (r == LINE_INTR)
-        return -2;
-    if ((status = addreturn(L)) == LUA_OK) {
-        lua_remove(L, 1);  /* the line; the chunk stays */
-        return status;
-    }
-    for (;;) {  /* a statement, possibly over several lines */
-        size_t len;
-        const char *buf = lua_tolstring(L, 1, &len);
-
-        status = luaL_loadbuffer(L, buf, len, "=stdin");
-        if (!incomplete(L, status))
-            break;
-        r = pushline(L, 0);
-        if (r == LINE_INTR)
-            return -2;
-        if (r == LINE_EOF) {
-            /* Report the unfinished statement as lua.c does. */
-            status = luaL_loadbuffer(L, buf, len, "=stdin");
-            break;
-        }
-        lua_pushliteral(L, "\n");
-        lua_insert(L, -2);
-        lua_concat(L, 3);
-    }
-    save_line(lua_tostring(L, 1));
-    lua_remove(L, 1);  /* the source; the chunk or the error stays */
-    return status;
-}
-
-static int print_values(lua_State *L)
-{
-    int i, n = lua_gettop(L);
-
-    for (i = 1; i <= n; i++) {
-        size_t len;
-        const char *s = luaL_tolstring(L, i, &len);
-        if (i > 1)
-            lua_writestring("\t", 1);
-        lua_writestring(s, len);
-        lua_pop(L, 1);
-    }
-    lua_writeline();
-    return 0;
-}
-
-/* Results go to hcp_repl_print when the Lua side defines it (pretty tables). */
-static void l_print(lua_State *L)
-{
-    int n = lua_gettop(L);
-
-    if (n == 0)
-        return;
-    luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
-    if (lua_getglobal(L, "hcp_repl_print") != LUA_TFUNCTION) {
-        lua_pop(L, 1);
-        lua_pushcfunction(L, print_values);
-    }
-    lua_insert(L, 1);
-    report(L, docall(L, n, 0));
-}
-
-/* hcp = require("hcp"), rt = hcp.repl_runtime(): both optional, so a
- * missing module is silent; any other failure is a one-line warning. */
-static const char repl_init[] =
-    "local ok, h = pcall(require, 'hcp')\n"
-    "if not ok then\n"
-    "  h = tostring(h)\n"
-    "  if h:find(\"module 'hcp' not found\", 1, true) then return nil end\n"
-    "  return 'require(\"hcp\") failed: ' .. h\n"
-    "end\n"
-    /* a script run before the REPL (-i script) may have set its own */
-    "if hcp == nil then hcp = h end\n"
-    "if rt ~= nil then return nil end\n"
-    "local f = type(h) == 'table' and rawget(h, 'repl_runtime')\n"
-    "if type(f) ~= 'function' then return nil end\n"
-    "local ok2, r = pcall(f)\n"
-    "if not ok2 then return 'hcp.repl_runtime() failed: ' .. tostring(r) end\n"
-    "rt = r\n";
-
-static void repl_setup(lua_State *L)
-{
-    int status = luaL_loadbuffer(L, repl_init, sizeof repl_init - 1, "=repl_init");
-
-    if (status == LUA_OK)
-        status = lua_pcall(L, 0, 1, 0);
-    if (lua_type(L, -1) == LUA_TSTRING) {
-        const char *msg = lua_tostring(L, -1);
-        fprintf(stderr, "hcp-lua: warning: %.*s\n", (int)strcspn(msg, "\n"), msg);
-    }
-    lua_pop(L, 1);
-}
-
-static void mkdir_quiet(const char *dir)
-{
-    /* Failures only mean no history file; readline reports nothing either. */
-    (void)mkdir(dir, 0700);
-}
-
-/* $XDG_STATE_HOME/hcp/history, else ~/.local/state/hcp/history. */
-static char *history_path(void)
-{
-    const char *state = getenv("XDG_STATE_HOME");
-    const char *home = getenv("HOME");
-    char *dir = NULL, *file = NULL;
-
-    if (state && state[0] == '/') {  /* XDG: relative values are invalid */
-        mkdir_quiet(state);
-        if (asprintf(&dir, "%s/hcp", state) < 0)
-            return NULL;
-    } else if (home && home[0] == '/') {
-        char *tmp;
-        if (asprintf(&tmp, "%s/.local", home) < 0)
-            return NULL;
-        mkdir_quiet(tmp);
-        free(tmp);
-        if (asprintf(&tmp, "%s/.local/state", home) < 0)
-            return NULL;
-        mkdir_quiet(tmp);
-        free(tmp);
-        if (asprintf(&dir, "%s/.local/state/hcp", home) < 0)
-            return NULL;
-    } else {
-        return NULL;
-    }
-    mkdir_quiet(dir);
-    if (asprintf(&file, "%s/history", dir) < 0)
-        file = NULL;
-    free(dir);
-    return file;
-}
-
-static void history_open(void)
-{
-    histfile = history_path();
-    if (!histfile)
-        return;
-    using_history();
-    stifle_history(HISTORY_MAX);
-    /* append_history needs an existing file: create it (0600) when absent. */
-    if (read_history(histfile) != 0)
-        (void)write_history(histfile);
-}
-
-static void history_close(void)
-{
-    if (histfile) {
-        (void)history_truncate_file(histfile, HISTORY_MAX);
-        free(histfile);
-        histfile = NULL;
-    }
-}
-
-static void doREPL(lua_State *L)
-{
-    int status;
-    const char *oldprogname = progname;
-
-    use_readline = isatty(STDIN_FILENO);
-    if (use_readline) {
-        rl_readline_name = "hcp";
-        rl_catch_signals = 0;  /* our own SIGINT handling, see readline_intr */
-        history_open();
-    }
-    repl_setup(L);
-    progname = NULL;
-    while ((status = loadline(L)) != -1) {
-        if (status == -2)
-            continue;
-        if (status == LUA_OK)
-            status = docall(L, 0, LUA_MULTRET);
-        if (status == LUA_OK)
-            l_print(L);
-        else
-            report(L, status);
-    }
-    lua_settop(L, 0);
-    if (!use_readline)  /* readline has ended the line already */
-        lua_writeline();
-    progname = oldprogname;
-    if (use_readline)
-        history_close();
-}
-
 /* ---- hcp-lua ----------------------------------------------------------- */
 
 #define has_error 1
@@ -694,14 +346,14 @@ static int dolibrary(lua_State *L, const char *spec)
 
     lua_getglobal(L, "require");
     lua_pushstring(L, modname);
-    status = docall(L, 1, 1);
+    status = hcp_lua_docall(L, 1, 1);
     if (status == LUA_OK) {
         lua_pushlstring(L, spec, glen);
         lua_insert(L, -2);
         lua_setglobal(L, lua_tostring(L, -2));
         lua_pop(L, 1);
     }
-    return report(L, status);
+    return hcp_lua_report(L, status);
 }
 
 /* Runs -e, -l and -W in order; 0 when one failed. */
@@ -761,9 +413,9 @@ static int handle_script(lua_State *L, char **argv)
     status = luaL_loadfile(L, fname);
     if (status == LUA_OK) {
         int n = pushargs(L);
-        status = docall(L, n, LUA_MULTRET);
+        status = hcp_lua_docall(L, n, LUA_MULTRET);
     }
-    return report(L, status);
+    return hcp_lua_report(L, status);
 }
 
 static int pmain(lua_State *L)
@@ -797,11 +449,11 @@ static int pmain(lua_State *L)
     if (script > 0 && handle_script(L, argv + script) != LUA_OK)
         return 0;
     if (args & has_i) {
-        doREPL(L);
+        hcp_lua_repl(L);
     } else if (script == 0 && !(args & (has_e | has_v))) {
         if (isatty(STDIN_FILENO)) {
             print_version();
-            doREPL(L);
+            hcp_lua_repl(L);
         } else if (dofile(L, NULL) != LUA_OK) {
             return 0;
         }
@@ -817,7 +469,7 @@ static int pcli(lua_State *L)
 {
     int argc = (int)lua_tointeger(L, 1);
     char **argv = lua_touserdata(L, 2);
-    const char *name = progname;
+    const char *name = hcp_lua_progname;
     int i, status;
 
     luaL_checkversion(L);
@@ -830,7 +482,7 @@ static int pcli(lua_State *L)
 
     lua_getglobal(L, "require");
     lua_pushliteral(L, "hcp.cli");
-    if (report(L, docall(L, 1, 1)) != LUA_OK) {
+    if (hcp_lua_report(L, hcp_lua_docall(L, 1, 1)) != LUA_OK) {
         lua_pushinteger(L, 1);
         return 1;
     }
@@ -845,7 +497,7 @@ static int pcli(lua_State *L)
         lua_pushstring(L, argv[i]);
         lua_rawseti(L, -2, i);
     }
-    status = report(L, docall(L, 2, 1));
+    status = hcp_lua_report(L, hcp_lua_docall(L, 2, 1));
     if (status != LUA_OK) {
         lua_pushinteger(L, 1);
     } else if (lua_isnoneornil(L, -1) || lua_isboolean(L, -1)) {
@@ -873,11 +525,11 @@ int main(int argc, char **argv)
         argv = noargs;
         argc = 1;
     }
-    progname = cli ? (strcmp(base, "hcp") == 0 ? "hcp" : "hcpx") : "hcp-lua";
+    hcp_lua_progname = cli ? (strcmp(base, "hcp") == 0 ? "hcp" : "hcpx") : "hcp-lua";
 
     L = luaL_newstate();
     if (L == NULL) {
-        l_message(progname, "cannot create state: not enough memory");
+        l_message(hcp_lua_progname, "cannot create state: not enough memory");
         return EXIT_FAILURE;
     }
     lua_gc(L, LUA_GCSTOP);  /* as lua.c: no collection while setting up */
@@ -889,7 +541,7 @@ int main(int argc, char **argv)
         code = status == LUA_OK ? (int)lua_tointeger(L, -1) : EXIT_FAILURE;
     else
         code = status == LUA_OK && lua_toboolean(L, -1) ? EXIT_SUCCESS : EXIT_FAILURE;
-    report(L, status);
+    hcp_lua_report(L, status);
     /* Closing runs __gc/__close, which kill and reap any child still alive. */
     lua_close(L);
     return code;

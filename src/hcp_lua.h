@@ -1,0 +1,27 @@
+/* hcp_lua.h — private interface between the two C files of the hcp-lua
+ * executable: hcp_lua.c (main, options, scripts, hcp / hcpx) and repl.c (the
+ * interactive REPL). Not part of hcp.core: core.so must not link readline.
+ * The names carry a prefix because hcp-lua is linked with -rdynamic, so they
+ * are visible to every C module that require loads. */
+#ifndef HCP_LUA_H
+#define HCP_LUA_H
+
+#include <lua.h>
+
+/* Prefix of error messages ("hcp-lua", "hcp", "hcpx"); NULL in the REPL,
+ * where messages have no prefix. */
+extern const char *hcp_lua_progname;
+
+/* Prints the error message on the stack (if any) and pops it; returns status. */
+int hcp_lua_report(lua_State *L, int status);
+
+/* lua_pcall with a traceback handler, Ctrl-C turned into a Lua error. */
+int hcp_lua_docall(lua_State *L, int narg, int nres);
+
+/* Installs handler for SIGINT with sa_flags flags. */
+void hcp_lua_set_sigint(void (*handler)(int), int flags);
+
+/* The interactive loop (repl.c): reads, runs and prints until EOF. */
+void hcp_lua_repl(lua_State *L);
+
+#endif
