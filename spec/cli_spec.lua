@@ -8,7 +8,7 @@ local HCP = S.REPO .. "/build/bin/hcp"
 local HCPX = S.REPO .. "/build/bin/hcpx"
 local HCP_LUA = S.REPO .. "/build/bin/hcp-lua"
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local q = S.q
 
 -- Run a command line in the repo; returns stdout, stderr, exit status.
 local function run(cmdline, opts)

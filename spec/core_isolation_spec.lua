@@ -7,13 +7,12 @@
 -- core.probe gives. CI runs this as root; the user-namespace path is run as
 -- `nobody` through runuser.
 local core = require("hcp.core")
+local S = require("support")
 
 local EPERM, ENOENT, EACCES, EINVAL, ENOSYS, EMFILE, ENOMEM, ENOTEMPTY = 1, 2, 13, 22, 38, 24, 12, 39
 local SIGXCPU, SIGXFSZ, SIGSEGV, SIGTERM, SIGSYS, SIGKILL = 24, 25, 11, 15, 31, 9
 
-local function q(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
+local q = S.q
 
 local function sh(cmd)
   local p = assert(io.popen(cmd, "r"))
@@ -22,20 +21,9 @@ local function sh(cmd)
   return out, ok
 end
 
-local function read(path)
-  local fh = io.open(path, "rb")
-  if not fh then return nil end
-  local d = fh:read("a")
-  fh:close()
-  return d
-end
+local read = S.read
 
-local function write(path, data)
-  local fh = assert(io.open(path, "wb"))
-  fh:write(data)
-  fh:close()
-  return path
-end
+local write = S.write
 
 local IS_ROOT = sh("id -u") == "0\n"
 local RT_PID = core.getpid()

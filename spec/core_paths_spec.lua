@@ -3,6 +3,7 @@
 -- executables and symlinks; the realpath fallback of resolve_beneath is
 -- covered by build/test/test_paths (openat2 denied by seccomp).
 local core = require("hcp.core")
+local S = require("support")
 
 local ENOENT, EACCES, ENOTDIR, EXDEV, ELOOP = 2, 13, 20, 18, 40
 
@@ -12,9 +13,7 @@ local BUILD = (os.getenv("HCP_SPEC_LUA") or ""):match("^(.*)/bin/hcp%-lua$")
 local CWD = os.getenv("PWD") or io.popen("pwd"):read("l")
 local HCP_LUA = (BUILD:sub(1, 1) == "/" and BUILD or CWD .. "/" .. BUILD) .. "/bin/hcp-lua"
 
-local function q(s)
-  return "'" .. s:gsub("'", "'\\''") .. "'"
-end
+local q = S.q
 
 local function sh(cmd)
   local p = assert(io.popen(cmd, "r"))
@@ -23,12 +22,7 @@ local function sh(cmd)
   return out
 end
 
-local function write(path, data, mode)
-  local fh = assert(io.open(path, "wb"))
-  fh:write(data)
-  fh:close()
-  assert(os.execute(string.format("chmod %o %s", mode, q(path))))
-end
+local write = S.write
 
 -- The real path of the shared temp tree (/tmp may itself be a link).
 local T, TREAL

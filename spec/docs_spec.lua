@@ -13,7 +13,7 @@ local HCP_LUA = S.REPO .. "/build/bin/hcp-lua"
 local CONTRACT_COMMANDS = { "run", "call", "list", "validate", "doctor", "wrap" }
 local HCP_LUA_OPTIONS = { "-e", "-l", "-i", "-v", "-E", "-W" }
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local q = S.q
 
 local function read_doc(rel)
   local text = S.read(S.REPO .. "/" .. rel)

@@ -3,6 +3,8 @@
 -- directories first, the REPL's line handling, and hcp/hcpx dispatch.
 -- Every case runs the built binary as a child process.
 
+local S = require("support")
+
 -- The build under test: make check runs the specs with its ASan hcp-lua.
 local BUILD = (os.getenv("HCP_SPEC_LUA") or ""):match("^(.*)/bin/hcp%-lua$")
   or os.getenv("HCP_CORE_BUILD") or "build"
@@ -10,25 +12,11 @@ local CWD = os.getenv("PWD") or io.popen("pwd"):read("l")
 local BUILD_DIR = BUILD:sub(1, 1) == "/" and BUILD or CWD .. "/" .. BUILD
 local HCP_LUA = BUILD_DIR .. "/bin/hcp-lua"
 
-local function q(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
+local q = S.q
 
-local function read(path)
-  local fh = io.open(path, "rb")
-  if not fh then return nil end
-  local d = fh:read("a")
-  fh:close()
-  return d
-end
+local read = S.read
 
-local function write(path, data, mode)
-  local fh = assert(io.open(path, "wb"))
-  fh:write(data)
-  fh:close()
-  if mode then assert(os.execute(string.format("chmod %o %s", mode, q(path)))) end
-  return path
-end
+local write = S.write
 
 local T
 

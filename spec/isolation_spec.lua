@@ -5,7 +5,7 @@ local hcp = require("hcp")
 local core = require("hcp.core")
 local S = require("support")
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local q = S.q
 
 local rt_auto = assert(hcp.create({}))
 local LAYERS = {}

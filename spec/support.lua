@@ -17,11 +17,16 @@ function S.tmpdir(prefix)
   return assert(core.mkdtemp(root, prefix or "d-"))
 end
 
+--- Quote a string for a POSIX shell command line.
+function S.q(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
 function S.write(path, data, mode)
   local fh = assert(io.open(path, "wb"))
   fh:write(data)
   fh:close()
-  if mode then assert(os.execute(string.format("chmod %o '%s'", mode, path))) end
+  if mode then assert(os.execute(string.format("chmod %o %s", mode, S.q(path)))) end
   return path
 end
 
