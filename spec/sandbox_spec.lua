@@ -347,3 +347,65 @@ describe("Sandbox guide", function()
     assert.equal("two words", env.B)
   end)
 end)
+
+describe("§10.6 Workspace / exec plane", function()
+  local workspace = require("hcp.workspace")
+
+  it("10.6 packs MUST NOT name a driver: wrap.driver (or any unknown wrap field) is a load error", function()
+    local root = S.pack(S.manifest("named", "true", { wrap = { driver = "bwrap" } }))
+    local rt = assert(hcp.create({ pack_dirs = { root } }))
+    assert.same({}, rt:packs())
+    assert.equal("wrap.driver", rt:problems()[1].field)
+  end)
+
+  it("10.6 the runtime MUST rewrite workspace: prefixes into the jail", function()
+    local plan = assert(workspace.plan({ "workspace:data/in.json" }, { jail = "/j", files_dir = "/f", file_flags = {} }))
+    assert.same({ "/j/data/in.json" }, plan.argv)
+    -- and a live call sees the file there
+    local root = S.pack(S.manifest("ws", "sh", { wrap = { workspace = { mode = "ephemeral" } } }))
+    local rt = assert(hcp.create({ pack_dirs = { root } }))
+    local res = rt:call({ pack = "ws", args = { "-c", 'echo hi > f; cat "$1"; echo "$1"', "sh", "workspace:f" } })
+    assert.is_true(res.ok, res.error)
+    local shown = res.stdout:match("^hi\n(.*)\n$")
+    assert.matches("/jail%-[^/]+/f$", shown)
+  end)
+
+  it("10.6 the runtime MUST reject host-absolute paths under /etc, /home, /root, /Users", function()
+    local root = S.pack(S.manifest("cat", "cat"))
+    local rt = assert(hcp.create({ pack_dirs = { root } }))
+    for _, p in ipairs({ "/etc/passwd", "/home/x", "/root/.ssh/id_rsa", "/Users/x", "--file=/etc/shadow" }) do
+      local res = rt:call({ pack = "cat", args = { p } })
+      assert.equal(126, res.exit)
+      assert.matches("^sandbox: host path not allowed", res.error)
+    end
+  end)
+
+  it("10.6 the runtime MUST spawn argv as an array (no shell, no splitting)", function()
+    local plan = assert(workspace.plan({ "--file", "a b;c", "$(x)" }, { jail = "/j", files_dir = "/f", file_flags = { "--file" } }))
+    assert.same({ "--file", "/f/a b;c", "$(x)" }, plan.argv)
+  end)
+
+  it("10.6 the runtime MUST write back --output / -o, and list new jail files in workspace mode", function()
+    local out = S.tmpdir("wb-")
+    local root = S.pack(S.manifest("w", "sh", { wrap = { args = { "-c", 'echo made > "$2"; echo new > created', "sh" },
+      workspace = { mode = "workspace" } } }))
+    local rt = assert(hcp.create({ pack_dirs = { root }, out_dir = out, state_dir = S.tmpdir("state-") }))
+    local res = rt:call({ pack = "w", args = { "-o", "result.txt" } })
+    assert.is_true(res.ok, res.error)
+    assert.equal("made\n", S.read(out .. "/result.txt"))
+    assert.equal(out .. "/result.txt", res.files[1])
+    local listed = {}
+    for _, f in ipairs(res.files) do listed[f:match("[^/]+$")] = f end
+    assert.matches("/workspaces/default/w/created$", listed.created)
+  end)
+
+  it("10.6 a runtime MUST implement a local driver; drivers have prepare, rewriteArgv, spawn, writeback, cleanup", function()
+    for _, name in ipairs({ "local", "bwrap" }) do
+      local d = require("hcp.driver." .. name)
+      for _, stage in ipairs({ "prepare", "rewriteArgv", "spawn", "writeback", "cleanup" }) do
+        assert.is_function(d[stage], name .. "." .. stage)
+      end
+    end
+    assert.equal("local", assert(hcp.create({})).driver.name)
+  end)
+end)
