@@ -178,6 +178,22 @@ static int open_root(lua_State *L, int idx, const char **path)
     return open(*path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
+/* Opens the two roots of a copy (arguments 1 and 3). Returns 0, or the
+ * number of values pushed for the error, with nothing left open. */
+static int open_roots(lua_State *L, int *a, const char **a_path, int *b, const char **b_path)
+{
+    *a = open_root(L, 1, a_path);
+    if (*a < 0)
+        return hcp_push_oserror(L, errno, "workspace: %s", *a_path);
+    *b = open_root(L, 3, b_path);
+    if (*b < 0) {
+        int e = errno;
+        close(*a);
+        return hcp_push_oserror(L, e, "workspace: %s", *b_path);
+    }
+    return 0;
+}
+
 static const char *check_rel(lua_State *L, int idx)
 {
     size_t len;
@@ -198,15 +214,9 @@ static int l_stage(lua_State *L)
     const char *src_path, *dst_path, *name;
     const char *rel = check_rel(L, 2);
     const char *dst_rel = check_rel(L, 4);
-    int src_root = open_root(L, 1, &src_path);
-    if (src_root < 0)
-        return hcp_push_oserror(L, errno, "workspace: %s", src_path);
-    int dst_root = open_root(L, 3, &dst_path);
-    if (dst_root < 0) {
-        int e = errno;
-        close(src_root);
-        return hcp_push_oserror(L, e, "workspace: %s", dst_path);
-    }
+    int src_root, dst_root, pushed = open_roots(L, &src_root, &src_path, &dst_root, &dst_path);
+    if (pushed)
+        return pushed;
     int in = -1, dir = -1, out = -1, err = 0;
     const char *what = rel, *escaped_root = src_path;
     char tmp[64] = "";
@@ -262,15 +272,9 @@ static int l_writeback(lua_State *L)
     const char *jail_path, *dst_path, *name;
     const char *rel = check_rel(L, 2);
     const char *dst_rel = check_rel(L, 4);
-    int jail = open_root(L, 1, &jail_path);
-    if (jail < 0)
-        return hcp_push_oserror(L, errno, "workspace: %s", jail_path);
-    int dst_root = open_root(L, 3, &dst_path);
-    if (dst_root < 0) {
-        int e = errno;
-        close(jail);
-        return hcp_push_oserror(L, e, "workspace: %s", dst_path);
-    }
+    int jail, dst_root, pushed = open_roots(L, &jail, &jail_path, &dst_root, &dst_path);
+    if (pushed)
+        return pushed;
     int in = -1, dir = -1, out = -1, err = 0, missing = 0;
     const char *refusal = NULL;
     char tmp[64] = "";
