@@ -115,8 +115,10 @@ install: all
 	ln -sf hcp-lua $(DESTDIR)$(PREFIX)/bin/hcp
 	ln -sf hcp-lua $(DESTDIR)$(PREFIX)/bin/hcpx
 	install -m 0644 lua/hcp/*.lua $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp/
-	install -d $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp/driver
-	install -m 0644 lua/hcp/driver/*.lua $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp/driver/
+	for d in driver manifest; do \
+	  install -d $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp/$$d && \
+	  install -m 0644 lua/hcp/$$d/*.lua $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp/$$d/ || exit 1; \
+	done
 	install -m 0755 $(CORE_SO) $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VER)/hcp/core.so
 	for m in docs/man/*.1; do [ -f "$$m" ] && install -m 0644 "$$m" $(DESTDIR)$(PREFIX)/share/man/man1/ || true; done
 
