@@ -37,6 +37,7 @@ LDLIBS := $(LUA_LIBS) -lreadline
 CORE_SRC := $(filter-out src/hcp_lua.c src/repl.c,$(wildcard src/*.c))
 CORE_OBJ := $(CORE_SRC:src/%.c=$(BUILD)/obj/%.o)
 HDRS     := $(wildcard src/*.h)
+LUA_MODULES := $(shell cd lua && find hcp -name '*.lua' | sort)
 
 CORE_SO  := $(BUILD)/lib/lua/$(LUA_VER)/hcp/core.so
 HCP_LUA  := $(BUILD)/bin/hcp-lua
@@ -114,10 +115,8 @@ install: all
 	install -m 0755 $(HCP_LUA) $(DESTDIR)$(PREFIX)/bin/hcp-lua
 	ln -sf hcp-lua $(DESTDIR)$(PREFIX)/bin/hcp
 	ln -sf hcp-lua $(DESTDIR)$(PREFIX)/bin/hcpx
-	install -m 0644 lua/hcp/*.lua $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp/
-	for d in driver manifest; do \
-	  install -d $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp/$$d && \
-	  install -m 0644 lua/hcp/$$d/*.lua $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp/$$d/ || exit 1; \
+	for f in $(LUA_MODULES); do \
+	  install -D -m 0644 lua/$$f $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/$$f || exit 1; \
 	done
 	install -m 0755 $(CORE_SO) $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VER)/hcp/core.so
 	for m in docs/man/*.1; do [ -f "$$m" ] && install -m 0644 "$$m" $(DESTDIR)$(PREFIX)/share/man/man1/ || true; done

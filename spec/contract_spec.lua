@@ -250,12 +250,17 @@ describe("contract §3 bindings", function()
 
   it("fails closed when the minter errors, returns nil, or returns an empty token", function()
     local root = pack_with("env")
-    for _, minter in ipairs({ function() error("boom") end, function() return nil end, function() return "" end }) do
+    for _, minter in ipairs({ function() return nil end, function() return "" end, function() return 42 end }) do
       local rt = assert(hcp.create({ pack_dirs = { root }, bindings = { tok = minter } }))
       local res = rt:call({ pack = "b" })
       assert.equal('binding: mint failed for "tok"', res.error)
       assert.is_nil(res.stdout)
     end
+    -- what a minter raises is kept, after the fixed prefix (never swallowed)
+    local rt = assert(hcp.create({ pack_dirs = { root }, bindings = { tok = function() error("vault sealed", 0) end } }))
+    local res = rt:call({ pack = "b" })
+    assert.equal('binding: mint failed for "tok": vault sealed', res.error)
+    assert.is_nil(res.stdout)
   end)
 
   it("as = \"file\" puts the token in a 0600 file whose path is the variable, removed after the call", function()
@@ -319,10 +324,14 @@ describe("contract §4 policy", function()
     assert.is_true(rt:call({ pack = "p", op = "danger", id = "x" }).ok)
     assert.equal("p.danger", asked.name)
     assert.equal("x", asked.id)
-    for _, answer in ipairs({ function() return false end, function() return "yes" end, function() error("x") end }) do
+    for _, answer in ipairs({ function() return false end, function() return "yes" end }) do
       rt = assert(hcp.create({ pack_dirs = { root }, policy = { confirm = answer } }))
       assert.equal('policy: "p.danger" not confirmed', rt:call({ pack = "p", op = "danger" }).error)
     end
+    -- an error in the callback refuses, and says what it raised
+    rt = assert(hcp.create({ pack_dirs = { root }, policy = { confirm = function() error("no terminal", 0) end } }))
+    assert.equal('policy: "p.danger" not confirmed: confirm raised: no terminal',
+      rt:call({ pack = "p", op = "danger" }).error)
   end)
 
   it("a raw-args call of a pack with a confirm op needs the confirmation too (it is the whole CLI)", function()

@@ -43,8 +43,11 @@ end
 
 describe("workspace.plan (pure)", function()
   local J, F = "/no/such/jail", "/no/such/files"
+  -- planned root-free, then bound to the made-up jail and files directory
   local function plan(argv, flags)
-    return workspace.plan(argv, { jail = J, files_dir = F, file_flags = flags or DEFAULT_FLAGS })
+    local p, err = workspace.plan(argv, { file_flags = flags or DEFAULT_FLAGS })
+    if p then p.argv = workspace.bind(p, { jail = J, files_dir = F }) end
+    return p, err
   end
 
   it("rewrites workspace:REL to the path inside the jail", function()

@@ -21,7 +21,8 @@
 
 static const char *const known_opts[] = {
     "path", "beneath", "argv", "env", "cwd", "stdin", "max_output",
-    "timeout_ms", "kill_grace_ms", "tee_stdout", "tee_stderr", "isolation", NULL,
+    "timeout_ms", "kill_grace_ms", "tee_stdout", "tee_stderr", "isolation",
+    "capture", "stream", NULL,
 };
 
 /* An unknown option is a caller's mistake, and ignoring one (say, a future
@@ -62,6 +63,20 @@ static const char *opt_path(lua_State *L, const char *name, int required, size_t
     if (s[0] != '/')
         luaL_error(L, "spawn: option '%s' must be an absolute path", name);
     return s;
+}
+
+/* opts[name]: a boolean, dflt when absent. */
+static int opt_bool(lua_State *L, const char *name, int dflt)
+{
+    int t = lua_getfield(L, 1, name);
+    int v = dflt;
+    if (t != LUA_TNIL) {
+        if (t != LUA_TBOOLEAN)
+            luaL_error(L, "spawn: option '%s' must be a boolean", name);
+        v = lua_toboolean(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
 }
 
 static lua_Number opt_num(lua_State *L, const char *name, lua_Number dflt, int integer)
@@ -215,6 +230,7 @@ static int l_spawn(lua_State *L)
     lua_Number timeout = opt_num(L, "timeout_ms", -1, 0);
     lua_Number grace = opt_num(L, "kill_grace_ms", 500, 0);
     int tee[2] = { opt_fd(L, "tee_stdout"), opt_fd(L, "tee_stderr") };
+    int capture = opt_bool(L, "capture", 1), streaming = opt_bool(L, "stream", 0);
     struct hcp_isolation iso;
     if (hcp_iso_check(L, 1, &iso) < 0)
         return refuse(L);
@@ -248,6 +264,8 @@ static int l_spawn(lua_State *L)
         p->in_len = in_len;
     }
     p->max_output = (size_t)max_out;
+    p->capture = capture;
+    p->streaming = streaming;
 
     int why, err;
     err = hcp_exe_open(path, beneath, &p->tmp[T_EXE], &l.script, &why);

@@ -41,12 +41,31 @@ pid_t hcp_launch(const struct hcp_launch *l, int *err, const char **step);
 #define NEVER INT64_MAX
 
 enum { S_CLOSED, S_RUNNING, S_DRAINING, S_DONE };
-enum { UV_STDIN = 1, UV_RESULT = 2 };
+enum { UV_STDIN = 1, UV_RESULT = 2, UV_POLLER = 3 };
 /* fds only needed until fork: the binary, the child's stdio ends, and the
  * isolation layers prepared in the parent (Landlock ruleset, cgroup.procs) */
 enum { T_EXE, T_IN, T_OUT, T_ERR, T_LANDLOCK, T_CGROUP, NTMP };
 
-struct stream { int fd; char *buf; size_t len, cap; int truncated; int tee; };
+/* One output stream of the child. `buf` is the capture (up to max_output,
+ * or nothing when capture is off); `pend` holds what arrived since the last
+ * proc:take() when the caller streams. */
+struct stream {
+    int fd;
+    char *buf;
+    size_t len, cap;
+    int truncated;
+    int tee;
+    char *pend;
+    size_t plen, pcap;
+};
+
+/* What the kernel reports of the child's cost: wait4's rusage (the child
+ * and the descendants it reaped) and /proc/<pid>/io, read before the reap. */
+struct usage {
+    int have_ru, have_io;
+    long long user_us, sys_us, maxrss_kb;
+    unsigned long long rchar, wchar, read_bytes, write_bytes;
+};
 
 typedef struct {
     int state;
@@ -59,6 +78,9 @@ typedef struct {
     int64_t t0, t_end, deadline, grace, kill_at, drain_end;
     int timed_out, term_sent, kill_sent;
     int status;                /* from waitpid; -1 if unknown */
+    int capture, streaming;    /* keep output in buf; queue it in pend */
+    int got_output;            /* pend gained bytes since the last take */
+    struct usage usage;
 } proc_t;
 
 /* spawn_io.c */
@@ -68,8 +90,13 @@ void hcp_closefd(int *fd);
  * frees the buffers; idempotent. */
 void hcp_proc_release(proc_t *p);
 /* Drives n procs until `need` of them are done or `deadline` has passed
- * (after at least one poll pass). Returns 0 or poll's errno. */
-int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline);
+ * (after at least one poll pass), or — with `on_output` — after a pass in
+ * which a streaming proc received output. Returns 0 or poll's errno. */
+int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
+                   int on_output);
+/* Nanoseconds until the proc's next timer event (a timeout, the kill after
+ * the grace, the end of draining, exit polling), or NEVER. */
+int64_t hcp_proc_next(const proc_t *p, int64_t now);
 
 /* spawn_proc.c: the proc methods, core.wait_any and core.signame. */
 void hcp_register_proc(lua_State *L);

@@ -11,6 +11,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,8 +52,49 @@ void hcp_proc_release(proc_t *p)
         hcp_closefd(&p->out[i].fd);
         free(p->out[i].buf);
         p->out[i].buf = NULL;
+        free(p->out[i].pend);
+        p->out[i].pend = NULL;
+        p->out[i].plen = p->out[i].pcap = 0;
     }
     p->state = S_CLOSED;
+}
+
+/* ---- usage -------------------------------------------------------------- */
+
+static unsigned long long io_field(const char *text, const char *key)
+{
+    const char *at = strstr(text, key);
+    return at ? strtoull(at + strlen(key), NULL, 10) : 0;
+}
+
+/* /proc/<pid>/io of the exited child, before it is reaped: its own I/O and
+ * that of the descendants it reaped. Unreadable (another uid without
+ * CAP_SYS_PTRACE, no procfs): left unknown. */
+static void read_io(proc_t *p)
+{
+    char path[40], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/io", (long)p->pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    p->usage.rchar = io_field(buf, "rchar: ");
+    p->usage.wchar = io_field(buf, "wchar: ");
+    p->usage.read_bytes = io_field(buf, "read_bytes: ");
+    p->usage.write_bytes = io_field(buf, "write_bytes: ");
+    p->usage.have_io = 1;
+}
+
+static void keep_rusage(proc_t *p, const struct rusage *ru)
+{
+    p->usage.user_us = (long long)ru->ru_utime.tv_sec * 1000000 + ru->ru_utime.tv_usec;
+    p->usage.sys_us = (long long)ru->ru_stime.tv_sec * 1000000 + ru->ru_stime.tv_usec;
+    p->usage.maxrss_kb = ru->ru_maxrss;
+    p->usage.have_ru = 1;
 }
 
 /* ---- the I/O engine ----------------------------------------------------- */
@@ -74,10 +117,14 @@ static void proc_check_exit(proc_t *p)
     } else {
         int st;
         pid_t r;
+        struct rusage ru;
+        read_io(p);
         (void)killpg(p->pid, SIGKILL);   /* ESRCH: nothing left in the group */
-        while ((r = waitpid(p->pid, &st, 0)) < 0 && errno == EINTR)
+        while ((r = wait4(p->pid, &st, 0, &ru)) < 0 && errno == EINTR)
             ;
         p->status = r < 0 ? -1 : st;
+        if (r > 0)
+            keep_rusage(p, &ru);
     }
     p->t_end = hcp_now_ns();
     p->state = S_DRAINING;
@@ -151,15 +198,38 @@ static void tee_write(struct stream *s, const char *buf, size_t len)
     }
 }
 
-/* Reads until the pipe is empty; past max_output (or when memory runs out)
- * bytes are read and dropped, so the child never blocks on a full pipe. */
+/* Appends to the queue a streaming caller takes with proc:take(). A queue
+ * that cannot grow drops nothing silently: the capture says truncated. */
+static void queue(proc_t *p, struct stream *s, const char *buf, size_t len)
+{
+    if (s->plen + len > s->pcap) {
+        size_t cap = s->pcap ? s->pcap : 65536;
+        while (cap < s->plen + len)
+            cap *= 2;
+        char *b = realloc(s->pend, cap);
+        if (!b) {
+            s->truncated = 1;
+            return;
+        }
+        s->pend = b;
+        s->pcap = cap;
+    }
+    memcpy(s->pend + s->plen, buf, len);
+    s->plen += len;
+    p->got_output = 1;
+}
+
+/* Reads until the pipe is empty; past max_output (or when memory runs out,
+ * or when the caller does not capture) bytes are read and dropped from the
+ * capture, so the child never blocks on a full pipe. Each chunk also goes
+ * to the tee fd and the streaming queue as it comes. */
 static void read_stream(proc_t *p, struct stream *s)
 {
     char sink[16384];
     for (int i = 0; i < 64; i++) {   /* bounded: other fds get their turn */
         char *dst = sink;
         size_t room = sizeof sink;
-        if (s->len < p->max_output && grow(s, p->max_output) == 0) {
+        if (p->capture && s->len < p->max_output && grow(s, p->max_output) == 0) {
             dst = s->buf + s->len;
             room = s->cap - s->len;
         }
@@ -167,10 +237,12 @@ static void read_stream(proc_t *p, struct stream *s)
         if (n > 0) {
             if (s->tee >= 0)
                 tee_write(s, dst, (size_t)n);
-            if (dst == sink)
-                s->truncated = 1;
-            else
+            if (p->streaming)
+                queue(p, s, dst, (size_t)n);
+            if (dst != sink)
                 s->len += (size_t)n;
+            else if (p->capture)
+                s->truncated = 1;
         } else if (n < 0 && errno == EINTR) {
             continue;
         } else if (n < 0 && errno == EAGAIN) {
@@ -179,6 +251,8 @@ static void read_stream(proc_t *p, struct stream *s)
             hcp_closefd(&s->fd);   /* EOF (or a read error a pipe does not have) */
             return;
         }
+        if (p->streaming && s->plen >= ((size_t)1 << 22))
+            return;   /* 4 MiB queued: let the caller take it first */
     }
 }
 
@@ -215,7 +289,7 @@ static void proc_step(proc_t *p, int64_t now)
     }
 }
 
-static int64_t proc_next(const proc_t *p, int64_t now)
+int64_t hcp_proc_next(const proc_t *p, int64_t now)
 {
     int64_t t = NEVER;
     if (p->state == S_RUNNING) {
@@ -243,9 +317,8 @@ static int *slot_fd(proc_t *p, int slot)
 
 struct ref { proc_t *p; int slot; };
 
-/* Drives n procs until `need` of them are done or `deadline` has passed
- * (after at least one poll pass). Returns 0 or poll's errno. */
-int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline)
+int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
+                   int on_output)
 {
     struct pollfd *pfd = lua_newuserdatauv(L, sizeof *pfd * 4 * (size_t)n, 0);
     struct ref *refs = lua_newuserdatauv(L, sizeof *refs * 4 * (size_t)n, 0);
@@ -257,11 +330,18 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline)
             proc_step(ps[i], now);
             if (ps[i]->state == S_DONE || ps[i]->state == S_CLOSED)
                 done++;
-            else if (proc_next(ps[i], now) < next)
-                next = proc_next(ps[i], now);
+            else if (hcp_proc_next(ps[i], now) < next)
+                next = hcp_proc_next(ps[i], now);
         }
         if (done >= need || (polled && now >= deadline))
             break;
+        if (on_output && polled) {
+            int any = 0;
+            for (int i = 0; i < n; i++)
+                any |= ps[i]->got_output;
+            if (any)
+                break;
+        }
         for (int i = 0; i < n; i++)
             for (int s = SLOT_OUT; s <= SLOT_PID; s++) {
                 int fd = *slot_fd(ps[i], s);

@@ -26,6 +26,32 @@ static void setfield_bool(lua_State *L, const char *k, int v)
     lua_setfield(L, -2, k);
 }
 
+static void setfield_int(lua_State *L, const char *k, long long v)
+{
+    lua_pushinteger(L, (lua_Integer)v);
+    lua_setfield(L, -2, k);
+}
+
+/* { user_ms, sys_ms, max_rss_kb, read_bytes, write_bytes, disk_read_bytes,
+ * disk_write_bytes }, each present only when the kernel reported it. */
+static void push_usage(lua_State *L, const struct usage *u)
+{
+    lua_createtable(L, 0, 7);
+    if (u->have_ru) {
+        lua_pushnumber(L, (lua_Number)u->user_us / 1000.0);
+        lua_setfield(L, -2, "user_ms");
+        lua_pushnumber(L, (lua_Number)u->sys_us / 1000.0);
+        lua_setfield(L, -2, "sys_ms");
+        setfield_int(L, "max_rss_kb", u->maxrss_kb);
+    }
+    if (u->have_io) {
+        setfield_int(L, "read_bytes", (long long)u->rchar);
+        setfield_int(L, "write_bytes", (long long)u->wchar);
+        setfield_int(L, "disk_read_bytes", (long long)u->read_bytes);
+        setfield_int(L, "disk_write_bytes", (long long)u->write_bytes);
+    }
+}
+
 /* Pushes the result of a done (or closed) proc at idx, building and caching
  * it the first time; the output buffers are freed once copied. */
 static void push_result(lua_State *L, int idx, proc_t *p)
@@ -55,6 +81,9 @@ static void push_result(lua_State *L, int idx, proc_t *p)
     setfield_bool(L, "timed_out", p->timed_out);
     lua_pushnumber(L, (lua_Number)(p->t_end - p->t0) / 1e6);
     lua_setfield(L, -2, "ms");
+    push_usage(L, &p->usage);
+    lua_setfield(L, -2, "usage");
+    setfield_bool(L, "captured", p->capture);
     lua_pushvalue(L, -1);
     lua_setiuservalue(L, idx, UV_RESULT);
     for (int i = 0; i < 2; i++) {
@@ -94,7 +123,7 @@ static int p_wait(lua_State *L)
     int64_t deadline = opt_deadline(L, 2);
     check_open(L, p);
     if (p->state == S_RUNNING || p->state == S_DRAINING) {
-        int err = hcp_proc_drive(L, &p, 1, 1, deadline);
+        int err = hcp_proc_drive(L, &p, 1, 1, deadline, 0);
         if (err == EINTR) {
             luaL_pushfail(L);
             lua_pushliteral(L, "interrupted");
@@ -117,7 +146,7 @@ static int p_done(lua_State *L)
 {
     proc_t *p = checkproc(L, 1);
     if (p->state == S_RUNNING || p->state == S_DRAINING) {
-        int err = hcp_proc_drive(L, &p, 1, 1, hcp_now_ns());   /* one non-blocking pass */
+        int err = hcp_proc_drive(L, &p, 1, 1, hcp_now_ns(), 0);   /* one non-blocking pass */
         if (err)
             return hcp_push_oserror(L, err, "spawn: poll");
     }
@@ -171,14 +200,66 @@ static int p_kill(lua_State *L)
     return 1;
 }
 
+/* proc:take() -> stdout_chunk|nil, stderr_chunk|nil: what a streaming
+ * proc received since the last take, as read. */
+static int p_take(lua_State *L)
+{
+    proc_t *p = checkproc(L, 1);
+    for (int i = 0; i < 2; i++) {
+        struct stream *s = &p->out[i];
+        if (s->plen > 0)
+            lua_pushlstring(L, s->pend, s->plen);
+        else
+            lua_pushnil(L);
+        s->plen = 0;
+        if (s->pcap > ((size_t)1 << 22)) {   /* a burst grew it: give it back */
+            free(s->pend);
+            s->pend = NULL;
+            s->pcap = 0;
+        }
+    }
+    p->got_output = 0;
+    return 2;
+}
+
+/* proc:next_ms() -> milliseconds until the proc's next timer event, or nil
+ * (none: only its descriptors can wake it). For event loops that arm one
+ * timer for all procs. */
+static int p_next_ms(lua_State *L)
+{
+    proc_t *p = checkproc(L, 1);
+    int64_t now = hcp_now_ns(), t = hcp_proc_next(p, now);
+    if (t == NEVER)
+        return luaL_pushfail(L), 1;
+    lua_pushnumber(L, t <= now ? 0 : (lua_Number)(t - now) / 1e6);
+    return 1;
+}
+
+/* proc:fds() -> the descriptors the proc is waiting on (stdout, stderr,
+ * stdin, pidfd), for registering with an event loop. */
+static int p_fds(lua_State *L)
+{
+    proc_t *p = checkproc(L, 1);
+    int fds[4] = { p->out[0].fd, p->out[1].fd, p->in_fd, p->pidfd }, k = 0;
+    lua_createtable(L, 4, 0);
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0) {
+            lua_pushinteger(L, fds[i]);
+            lua_rawseti(L, -2, ++k);
+        }
+    return 1;
+}
+
 static int p_gc(lua_State *L)
 {
     hcp_proc_release(checkproc(L, 1));
     return 0;
 }
 
-/* core.wait_any(procs, timeout_ms) -> array of the finished procs */
-static int l_wait_any(lua_State *L)
+/* core.wait_any(procs, timeout_ms) -> array of the finished procs;
+ * core.drive(procs, timeout_ms) the same, but it also returns (after one
+ * pass) when a streaming proc received output, for proc:take(). */
+static int drive_procs(lua_State *L, int on_output)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
     int64_t deadline = opt_deadline(L, 2);
@@ -198,7 +279,7 @@ static int l_wait_any(lua_State *L)
         lua_rawseti(L, keep, i + 1);
     }
     if (n > 0) {
-        int err = hcp_proc_drive(L, ps, n, 1, deadline);
+        int err = hcp_proc_drive(L, ps, n, 1, deadline, on_output);
         if (err && err != EINTR)   /* interrupted: report what has finished */
             return hcp_push_oserror(L, err, "spawn: poll");
     }
@@ -212,6 +293,16 @@ static int l_wait_any(lua_State *L)
         lua_rawseti(L, -2, ++k);
     }
     return 1;
+}
+
+static int l_wait_any(lua_State *L)
+{
+    return drive_procs(L, 0);
+}
+
+static int l_drive(lua_State *L)
+{
+    return drive_procs(L, 1);
 }
 
 static int l_signame(lua_State *L)
@@ -233,10 +324,12 @@ void hcp_register_proc(lua_State *L)
     };
     static const luaL_Reg methods[] = {
         { "pid", p_pid }, { "wait", p_wait }, { "kill", p_kill },
-        { "done", p_done }, { NULL, NULL },
+        { "done", p_done }, { "take", p_take }, { "next_ms", p_next_ms },
+        { "fds", p_fds }, { NULL, NULL },
     };
     static const luaL_Reg funcs[] = {
-        { "wait_any", l_wait_any }, { "signame", l_signame }, { NULL, NULL },
+        { "wait_any", l_wait_any }, { "drive", l_drive }, { "signame", l_signame },
+        { NULL, NULL },
     };
     luaL_newmetatable(L, PROC_MT);
     luaL_setfuncs(L, meta, 0);

@@ -26,29 +26,46 @@ function M.new(cfg)
   return out
 end
 
---- Mint the named bindings of a pack for one call.
+-- One token from its minter: a string without NUL; else nil and, when
+-- the minter raised, its message.
+local function mint_one(minter, ctx)
+  local ok, token = pcall(minter, ctx)
+  if not ok then return nil, ": " .. tostring(token) end
+  if type(token) ~= "string" or token == "" or token:find("\0", 1, true) then return nil, "" end
+  return token
+end
+
+---@class hcp.MintRequest
+---@field pack hcp.Pack
+---@field op string          the op name, or "exec"
+---@field principal string
+---@field names string[]     binding names the call needs
+---@field secret_dir fun(): string?, string? a private dir for `as = "file"` tokens
+
+--- Mint the named bindings of a pack for one call. A minter is called with
+--- `{ pack=, op=, binding=, family=, principal= }`. No minter, no token
+--- (nil, empty, not a string, a NUL byte) or an error all fail closed with
+--- `binding: mint failed for "<name>"`; what a minter raised is kept after
+--- it (`: <message>`), never swallowed.
 ---@param minters table<string, function>
----@param pack hcp.Pack
----@param opname string
----@param names string[] binding names the call needs
----@param secret_dir fun(): string?, string? returns a private dir for `as = "file"` tokens
+---@param req hcp.MintRequest
 ---@return table<string, string>? env, string? err
-function M.mint(minters, pack, opname, names, secret_dir)
+function M.mint(minters, req)
   local env = {}
-  for _, name in ipairs(names) do
-    local b = pack.bindings[name]
+  for _, name in ipairs(req.names) do
+    local b = req.pack.bindings[name]
     local fail = string.format("binding: mint failed for %q", name)
     local minter = minters[name]
     if not b or not minter then return nil, fail end
-    local ok, token = pcall(minter, { pack = pack.name, op = opname, binding = name, family = b.family })
-    if not ok or type(token) ~= "string" or token == "" or token:find("\0", 1, true) then
-      return nil, fail
-    end
+    local token, why = mint_one(minter, { pack = req.pack.name, op = req.op, binding = name, family = b.family,
+      principal = req.principal })
+    if not token then return nil, fail .. why end
     if b.as == "file" then
-      local dir = secret_dir()
-      if not dir then return nil, fail end
+      local dir, derr = req.secret_dir()
+      if not dir then return nil, fail .. ": " .. tostring(derr) end
       local path = dir .. "/" .. name
-      if not core.write_private(path, token) then return nil, fail end
+      local ok, werr = core.write_private(path, token)
+      if not ok then return nil, fail .. ": " .. tostring(werr) end
       env[b.env] = path
     else
       env[b.env] = token

@@ -15,6 +15,17 @@ local json = require("hcp.json")
 ---@field stdin string?
 ---@field mode "live"|"mock"|nil
 ---@field principal string?
+---@field timeout_ms integer?
+
+---@class hcp.Usage
+---@field wall_ms number
+---@field user_ms number?
+---@field sys_ms number?
+---@field max_rss_kb integer?
+---@field read_bytes integer?        bytes through read-family syscalls (pipes included)
+---@field write_bytes integer?
+---@field disk_read_bytes integer?   bytes the child caused to be fetched from storage
+---@field disk_write_bytes integer?
 
 ---@class hcp.Result
 ---@field hcp integer
@@ -31,9 +42,14 @@ local json = require("hcp.json")
 ---@field timed_out boolean?
 ---@field truncated boolean?
 ---@field ms number?
+---@field usage hcp.Usage?
 
 local FIELDS = { hcp = true, id = true, pack = true, op = true, params = true, args = true,
-  stdin = true, mode = true, principal = true }
+  stdin = true, mode = true, principal = true, timeout_ms = true }
+
+-- A request's timeout_ms: a positive integer of milliseconds (whether the
+-- pack allows it is the call's to decide).
+M.MAX_TIMEOUT_MS = 86400000
 
 M.PRINCIPAL_PAT = "^[A-Za-z0-9._-]+$"
 
@@ -136,6 +152,14 @@ function M.validate(t)
     return nil, "envelope: field \"principal\" cannot be \".\" or \"..\""
   end
   req.principal = principal
+  local timeout = get("timeout_ms")
+  if timeout ~= nil then
+    if type(timeout) ~= "number" or timeout <= 0 or timeout ~= math.floor(timeout) or timeout > M.MAX_TIMEOUT_MS then
+      return nil, string.format("envelope: field \"timeout_ms\" must be a positive integer of milliseconds (at most %d)",
+        M.MAX_TIMEOUT_MS)
+    end
+    req.timeout_ms = math.tointeger(timeout)
+  end
   return req
 end
 
@@ -178,6 +202,7 @@ function M.from_run(req, r, mode, isolation, files, timeout_ms, signame)
   }
   res.signal = r.signal and signame(r.signal) or nil
   res.ok = (r.exit == 0 and not r.timed_out)
+  res.usage = M.usage(r)
   if r.timed_out then
     res.error = string.format("exit: timed out after %d ms", timeout_ms or 0)
   elseif r.signal then
@@ -186,6 +211,21 @@ function M.from_run(req, r, mode, isolation, files, timeout_ms, signame)
     res.error = "exit: status " .. tostring(r.exit)
   end
   return res
+end
+
+local function round(x)
+  return x and math.floor(x * 100 + 0.5) / 100 or nil
+end
+
+--- What the call cost, from the core's result: wall time always, the rest
+--- where the kernel reported it.
+---@param r table
+---@return hcp.Usage
+function M.usage(r)
+  local u = r.usage or {}
+  return { wall_ms = round(r.ms or 0), user_ms = round(u.user_ms), sys_ms = round(u.sys_ms),
+    max_rss_kb = u.max_rss_kb, read_bytes = u.read_bytes, write_bytes = u.write_bytes,
+    disk_read_bytes = u.disk_read_bytes, disk_write_bytes = u.disk_write_bytes }
 end
 
 -- Fields a full result always carries on the wire, null when absent.

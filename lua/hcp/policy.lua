@@ -91,9 +91,13 @@ function M.check(p, name, needs_confirm, call)
   end
   if needs_confirm then
     if not p.confirm then return nil, string.format("policy: %q not confirmed", name) end
-    -- a confirm callback that raises refuses the call: never run on an error
+    -- a confirm callback that raises refuses the call (never run on an
+    -- error), and its message is kept for whoever asked
     local ok, answer = pcall(p.confirm, call)
-    if not ok or answer ~= true then
+    if not ok then
+      return nil, string.format("policy: %q not confirmed: confirm raised: %s", name, tostring(answer))
+    end
+    if answer ~= true then
       return nil, string.format("policy: %q not confirmed", name)
     end
   end

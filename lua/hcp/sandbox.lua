@@ -45,23 +45,53 @@ function M.lookup_path(mode, search_path)
   return search_path
 end
 
---- Resolve a pack's `wrap.bin` to an absolute path. `./rel` must stay
---- inside the pack root, through symlinks too.
----@param pack hcp.Pack
----@param lookup string colon-separated dirs for bare names
----@return string? path, string? err, integer? exit
-function M.resolve_pack_bin(pack, lookup)
-  local bin = pack.wrap.bin
+local function not_allowlisted(bin)
+  return nil, 127, string.format("sandbox: bin %q not allowlisted", bin)
+end
+
+-- Whether an allow-list entry could match a bare name, decided before the
+-- filesystem is touched (§10.2.1: never resolve an unlisted bare name).
+local function could_match(name, list)
+  for _, e in ipairs(list) do
+    if e == name or (e:sub(1, 1) == "/" and e:sub(-(#name + 1)) == "/" .. name) then return true end
+  end
+  return false
+end
+
+---@class hcp.Resolved
+---@field path string     absolute path of the file that will be executed
+---@field beneath string? the directory a `./rel` bin was opened beneath (the pack root)
+---@field argv0 string    what the child sees as argv[0]
+
+--- §10.2.1 in one place, for every user of it: a pack's `wrap.bin` at load
+--- time (no allow-list yet: the list is made from these), `rt:exec`, and
+--- `hcp wrap`. A bare name is looked up in `lookup` only; an absolute path
+--- is taken as it is; `./rel` is opened beneath `root` and may not leave it,
+--- through a symlink either. With an allow-list, a name no entry could
+--- match is refused before anything is looked up, and the resolved path
+--- must match an entry.
+---@param bin string
+---@param opts { lookup: string, root: string?, allowlist: string[]? }
+---@return hcp.Resolved? resolved, integer? exit, string? err
+function M.resolve(bin, opts)
+  local list = opts.allowlist
+  if type(bin) ~= "string" or bin == "" or bin:find("\0", 1, true) then
+    return nil, 126, "envelope: field \"bin\" must be a non-empty string"
+  end
+  local relative = bin:sub(1, 2) == "./"
+  if not relative and not M.valid_entry(bin) then return not_allowlisted(bin) end
+  if relative and not opts.root then return not_allowlisted(bin) end
+  if list and bin:sub(1, 1) == "/" and not core.allow_match(core.normalize(bin), list) then return not_allowlisted(bin) end
+  if list and not relative and bin:sub(1, 1) ~= "/" and not could_match(bin, list) then return not_allowlisted(bin) end
   local path, err
-  if pack.wrap.bin_kind == "relative" then
-    path, err = core.resolve_beneath(pack.root, bin:sub(3))
+  if relative then
+    path, err = core.resolve_beneath(opts.root, bin:sub(3))
   else
-    path, err = core.resolve(bin, lookup)
+    path, err = core.resolve(bin, opts.lookup)
   end
-  if not path then
-    return nil, "spawn: bin " .. string.format("%q", bin) .. ": " .. tostring(err), 127
-  end
-  return path
+  if not path then return nil, 127, "spawn: bin " .. string.format("%q", bin) .. ": " .. tostring(err) end
+  if list and not core.allow_match(path, list) then return not_allowlisted(bin) end
+  return { path = path, beneath = relative and opts.root or nil, argv0 = relative and path or bin }
 end
 
 --- The allow-list: the seed (or `allow_bins`), plus every loaded pack's bin

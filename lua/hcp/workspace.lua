@@ -10,53 +10,62 @@ local M = {}
 local core = require("hcp.core")
 
 M.PREFIX = "workspace:"
--- §10.6: these are written back after the call (when the pack lists them
--- among its file_flags); every other file flag names an input.
-M.OUTPUT_FLAGS = { ["--output"] = true, ["-o"] = true }
+
+---@class hcp.PlanRef
+---@field before string   text kept before the path ("--output=", or "")
+---@field root "jail"|"files"
+---@field rel string      normalised path relative to that root ("" for the root itself)
 
 ---@class hcp.Plan
----@field argv string[]        the rewritten arguments
----@field stage { rel: string }[]   inputs: out_dir/rel is copied to files_dir/rel before spawn
----@field outputs { rel: string }[] outputs: files_dir/rel is written back to out_dir/rel after the call
----@field dirs string[]        directories to create in files_dir so the tool can write its outputs
+---@field argv (string|hcp.PlanRef)[]  the arguments, file references as refs
+---@field stage { rel: string }[]   inputs: out_dir/rel is copied to files/rel before spawn
+---@field outputs { rel: string }[] outputs: files/rel is written back to out_dir/rel after the call
+---@field dirs string[]        directories to create in files so the tool can write its outputs
+---@field uses_files boolean   whether any reference points into files
 
 ---@class hcp.PlanOptions
----@field jail string          where `workspace:REL` points
----@field files_dir string     where file-flag values point (the jail, or a per-call directory in mode none)
 ---@field file_flags string[]
+---@field output_flags string[]? flags whose value is an output (default --output, -o)
 
 local function escapes(norm)
   return norm == ".." or norm:sub(1, 3) == "../"
 end
 
---- Plan the rewriting of argv.
+-- A path relative to a root, lexically normalised; nil when it leaves it.
+local ROOT = "/hcp-plan-root"
+local function beneath(rel)
+  local path = core.normalize(ROOT .. "/" .. rel:gsub("^/+", ""))
+  if not core.contains(ROOT, path) then return nil end
+  return path:sub(#ROOT + 2)
+end
+
+--- Plan the rewriting of argv, root-free: references name a root ("jail"
+--- or "files") and a relative path, bound to real directories later by
+--- `bind`. Pure: touches no file, so a refused reference has written
+--- nothing and spawned nothing.
 ---@param argv string[] arguments after argv[0]
 ---@param opts hcp.PlanOptions
 ---@return hcp.Plan? plan, string? err
 function M.plan(argv, opts)
   local is_flag, is_output = {}, {}
-  for _, f in ipairs(opts.file_flags) do
-    is_flag[f] = true
-    if M.OUTPUT_FLAGS[f] then is_output[f] = true end
-  end
-  local plan = { argv = {}, stage = {}, outputs = {}, dirs = {} }
+  for _, f in ipairs(opts.output_flags or { "--output", "-o" }) do is_output[f] = true end
+  for _, f in ipairs(opts.file_flags) do is_flag[f] = true end
+  local plan = { argv = {}, stage = {}, outputs = {}, dirs = {}, uses_files = false }
   local seen_stage, seen_out = {}, {}
 
-  local function jail_ref(rel, i)
-    local path = core.normalize(opts.jail .. "/" .. rel:gsub("^/+", ""))
-    if not core.contains(opts.jail, path) then
-      return nil, string.format("workspace: path escapes the jail: argument %d", i)
-    end
-    return path
+  local function jail_ref(before, rel, i)
+    local r = beneath(rel)
+    if not r then return nil, string.format("workspace: path escapes the jail: argument %d", i) end
+    return { before = before, root = "jail", rel = r }
   end
 
   -- the value of a file flag
-  local function file_value(flag, value, i)
-    if value:sub(1, #M.PREFIX) == M.PREFIX then return jail_ref(value:sub(#M.PREFIX + 1), i) end
+  local function file_value(flag, before, value, i)
+    if value:sub(1, #M.PREFIX) == M.PREFIX then return jail_ref(before, value:sub(#M.PREFIX + 1), i) end
     -- "-" (stdin/stdout), absolute paths (checked by the host-path rule) and
     -- other URI schemes pass through unchanged
     if value == "" or value == "-" or value:sub(1, 1) == "/" or value:find("://", 1, true) then
-      return value
+      return before .. value
     end
     local norm = core.normalize(value)
     if escapes(norm) then
@@ -76,7 +85,8 @@ function M.plan(argv, opts)
       seen_stage[norm] = true
       plan.stage[#plan.stage + 1] = { rel = norm }
     end
-    return opts.files_dir .. "/" .. norm
+    plan.uses_files = true
+    return { before = before, root = "files", rel = norm }
   end
 
   local i = 1
@@ -87,19 +97,17 @@ function M.plan(argv, opts)
       -- `--flag value`: the flag stays, the value is rewritten
       plan.argv[#plan.argv + 1] = a
       i = i + 1
-      out, err = file_value(a, argv[i], i)
+      out, err = file_value(a, "", argv[i], i)
     elseif a:sub(1, #M.PREFIX) == M.PREFIX then
-      out, err = jail_ref(a:sub(#M.PREFIX + 1), i)
+      out, err = jail_ref("", a:sub(#M.PREFIX + 1), i)
     else
       local eq = a:find("=", 1, true)
       local flag = eq and a:sub(1, eq - 1)
       if flag and is_flag[flag] then
-        out, err = file_value(flag, a:sub(eq + 1), i)
-        if out then out = flag .. "=" .. out end
+        out, err = file_value(flag, flag .. "=", a:sub(eq + 1), i)
       elseif flag and a:sub(1, 1) == "-" and a:sub(eq + 1, eq + #M.PREFIX) == M.PREFIX then
         -- --any-flag=workspace:REL
-        out, err = jail_ref(a:sub(eq + 1 + #M.PREFIX), i)
-        if out then out = flag .. "=" .. out end
+        out, err = jail_ref(flag .. "=", a:sub(eq + 1 + #M.PREFIX), i)
       else
         out = a
       end
@@ -109,6 +117,23 @@ function M.plan(argv, opts)
     i = i + 1
   end
   return plan
+end
+
+--- Bind a plan to the call's directories: the argv the child gets.
+---@param plan hcp.Plan
+---@param roots { jail: string, files_dir: string }
+---@return string[]
+function M.bind(plan, roots)
+  local out = {}
+  for i, a in ipairs(plan.argv) do
+    if type(a) == "string" then
+      out[i] = a
+    else
+      local dir = a.root == "jail" and roots.jail or roots.files_dir
+      out[i] = a.before .. dir .. (a.rel ~= "" and a.rel ~= "." and ("/" .. a.rel) or "")
+    end
+  end
+  return out
 end
 
 --- The default state directory: $XDG_STATE_HOME/hcp, else ~/.local/state/hcp.

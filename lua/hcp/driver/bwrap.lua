@@ -38,12 +38,12 @@ end
 
 --- A bwrap driver, if bubblewrap is in search_path and can make its
 --- namespaces on this host (probed once, with /bin/true).
----@param rt hcp.Runtime
+---@param host hcp.DriverHost
 ---@return hcp.driver.Bwrap? driver, string? err
-function Bwrap.new(rt)
-  local path = core.resolve("bwrap", rt.search_path)
+function Bwrap.new(host)
+  local path = core.resolve("bwrap", host.search_path)
   if not path then
-    return nil, "bwrap not found in " .. rt.search_path .. " (Debian package bubblewrap)"
+    return nil, "bwrap not found in " .. host.search_path .. " (Debian package bubblewrap)"
   end
   local probe_args = base_args(false)
   for _, a in ipairs({ "--", "/bin/true" }) do probe_args[#probe_args + 1] = a end
@@ -53,7 +53,7 @@ function Bwrap.new(rt)
   if r.exit ~= 0 then
     return nil, "bwrap cannot create its namespaces here: " .. (r.stderr:match("[^\n]+") or ("exit " .. r.exit))
   end
-  return setmetatable({ rt = rt, bwrap = path }, Bwrap)
+  return setmetatable({ host = host, bwrap = path }, Bwrap)
 end
 
 --- Stage 3, under bubblewrap: the pack root read-only (read-write when it
@@ -74,12 +74,9 @@ function Bwrap:spawn(ctx, spec)
   if ctx.scratch then bind("--bind", ctx.scratch) end
   for _, a in ipairs({ "--chdir", ctx.jail, "--", spec.path }) do args[#args + 1] = a end
   for i = 2, #spec.argv do args[#args + 1] = spec.argv[i] end
-  return core.spawn({
-    path = self.bwrap, argv = args, env = spec.env, cwd = ctx.jail, stdin = spec.stdin,
-    timeout_ms = spec.timeout_ms, max_output = spec.max_output,
-    tee_stdout = spec.tee_stdout, tee_stderr = spec.tee_stderr,
-    isolation = spec.isolation, -- only limits reach here (hcp.isolation.choose)
-  })
+  spec.path, spec.argv, spec.cwd, spec.beneath = self.bwrap, args, ctx.jail, nil
+  -- only limits reach here in spec.isolation (hcp.isolation.choose)
+  return core.spawn(spec)
 end
 
 --- bwrap reports a child killed by signal N as its own exit 128+N (its

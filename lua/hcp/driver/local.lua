@@ -1,14 +1,17 @@
 --- The `local` driver (§10.6): jails are directories on this host, the child
---- is spawned by the C core. Its five stages are the ones every driver has:
+--- is spawned by the C core. Its five stages are the seed's:
 ---
 ---   prepare      make (or lock and reuse) the jail for this call
----   rewriteArgv  plan file references, stage inputs into the jail
+---   rewriteArgv  bind the plan's file references to the jail, stage inputs
 ---   spawn        start the child with the jail as its cwd
 ---   writeback    copy --output/-o files out; list files a workspace call created
 ---   cleanup      remove what was per-call, release the lock
 ---
---- Another driver reuses these and replaces what differs (hcp.driver.bwrap
---- replaces `spawn`). Packs never name a driver.
+--- plus what it must report: `layers` (what it adds to a result's
+--- `isolation`) and `result` (how it reads the child's end). Another driver
+--- reuses these and replaces what differs (hcp.driver.bwrap replaces
+--- `spawn`). A driver sees only its host value, never the runtime; packs
+--- never name a driver.
 ---@class hcp.driver.Local
 local Local = {}
 Local.__index = Local
@@ -17,31 +20,41 @@ Local.name = "local"
 local core = require("hcp.core")
 local workspace = require("hcp.workspace")
 
+---@class hcp.DriverHost
+---@field state_dir string?        where workspace-mode jails persist (nil: the XDG default)
+---@field out_dir string           where host file references are staged from and written back to
+---@field private hcp.PrivateDir   the runtime's private directory (0700, removed at close)
+---@field locks hcp.Locks          workspace serialisation
+---@field search_path string
+
 ---@class hcp.DriverCall
 ---@field pack hcp.Pack?   nil for a pack-less rt:exec
 ---@field principal string
 ---@field mode string       workspace mode: none | ephemeral | workspace
----@field network boolean   the pack may use the network (wrap.network, or a binding of family http)
+---@field network boolean   the pack may use the network
+---@field uses_files boolean the plan has file-flag references (mode none needs a files directory)
+---@field owner any         who holds the workspace lock (the call)
 
 ---@class hcp.DriverContext
 ---@field mode string
 ---@field jail string       where workspace: references point and the child's cwd
----@field files_dir string? where file-flag values point
+---@field files_dir string  where file-flag values point
+---@field scratch string?   the call's private directory
 ---@field plan hcp.Plan?
 ---@field before table?     scan of a persisted jail before the spawn
 
---- A driver for a runtime.
----@param rt hcp.Runtime
+--- A driver over `host`.
+---@param host hcp.DriverHost
 ---@return hcp.driver.Local? driver, string? err
-function Local.new(rt)
-  return setmetatable({ rt = rt }, Local)
+function Local.new(host)
+  return setmetatable({ host = host }, Local)
 end
 
--- A per-call private directory under the runtime's own (0700), made on
--- first use: minted credential files, and file-flag values in mode none.
+-- The call's private directory under the runtime's own (0700), made on
+-- first use: minted credential files, TMPDIR, file-flag values in mode none.
 local function scratch(self, ctx)
   if ctx.scratch then return ctx.scratch end
-  local base, err = self.rt:_private_dir()
+  local base, err = self.host.private:path()
   if not base then return nil, err end
   local dir, derr = core.mkdtemp(base, "call-")
   if not dir then return nil, derr end
@@ -49,40 +62,46 @@ local function scratch(self, ctx)
   return dir
 end
 
+-- workspace mode: the persisted jail of principal and pack, taken for this
+-- call (nil, "busy" while another call or process holds it).
+local function persisted(self, ctx, call)
+  local state = self.host.state_dir or workspace.default_state_dir()
+  if not state then return nil, "workspace: no state_dir (set state_dir, $XDG_STATE_HOME or $HOME)" end
+  local jail, lockfile = workspace.persisted_paths(state, call.principal, call.pack.name)
+  local ok, err = workspace.mkdirs(jail)
+  if not ok then return nil, "workspace: " .. tostring(err) end
+  local lock, lerr = self.host.locks:try(jail, lockfile, call.owner)
+  if not lock then return nil, lerr end
+  ctx.key, ctx.lock, ctx.jail, ctx.files_dir = jail, lock, jail, jail
+  return ctx
+end
+
 --- Stage 1: the jail. `none`: the pack root (or, for a pack-less exec, a
---- fresh directory); `ephemeral`: a fresh 0700 directory per call;
---- `workspace`: the persisted jail of principal and pack, serialised by a
---- lock within this runtime and between processes.
+--- fresh directory), file-flag values in the call's private directory;
+--- `ephemeral`: a fresh 0700 directory per call; `workspace`: the persisted
+--- jail of principal and pack, serialised by `host.locks`.
 ---@param call hcp.DriverCall
----@return hcp.DriverContext? ctx, string? err
+---@return hcp.DriverContext? ctx, string? err "busy" when the workspace is held elsewhere
 function Local:prepare(call)
-  local rt = self.rt
-  local ctx = { mode = call.mode, driver = self, network = call.network,
-    pack_root = call.pack and call.pack.root }
+  local ctx = { mode = call.mode, network = call.network, pack_root = call.pack and call.pack.root }
+  if call.mode == "workspace" then return persisted(self, ctx, call) end
   if call.mode == "none" and call.pack then
-    ctx.jail = call.pack.root
-  elseif call.mode == "workspace" then
-    local state = rt.state_dir or workspace.default_state_dir()
-    if not state then return nil, "workspace: no state_dir (set state_dir, $XDG_STATE_HOME or $HOME)" end
-    local jail, lockfile = workspace.persisted_paths(state, call.principal, call.pack.name)
-    ctx.key = jail
-    -- calls of this runtime on the same workspace run one after the other
-    local busy = rt._ws_busy[jail]
-    if busy then busy:wait() end
-    local ok, err = workspace.mkdirs(jail)
-    if not ok then return nil, "workspace: " .. tostring(err) end
-    local lock, lerr = core.lock(lockfile, call.pack.wrap.timeout_ms)
-    if not lock then return nil, lerr end
-    ctx.lock = lock
-    ctx.jail = jail
-  else
-    -- ephemeral, or a pack-less exec: a fresh jail, never shared
-    local base, err = rt:_private_dir()
-    if not base then return nil, "workspace: " .. tostring(err) end
-    local dir, derr = core.mkdtemp(base, "jail-")
-    if not dir then return nil, "workspace: " .. tostring(derr) end
-    ctx.jail, ctx.remove_jail = dir, true
+    ctx.jail, ctx.files_dir = call.pack.root, call.pack.root
+    -- the pack root is no place for a call's files: they go to a per-call
+    -- directory, so concurrent calls cannot meet and nothing is left behind
+    if call.uses_files then
+      local dir, err = scratch(self, ctx)
+      if not dir then return nil, "workspace: " .. tostring(err) end
+      ctx.files_dir = dir
+    end
+    return ctx
   end
+  -- ephemeral, or a pack-less exec: a fresh jail, never shared
+  local base, err = self.host.private:path()
+  if not base then return nil, "workspace: " .. tostring(err) end
+  local dir, derr = core.mkdtemp(base, "jail-")
+  if not dir then return nil, "workspace: " .. tostring(derr) end
+  ctx.jail, ctx.files_dir, ctx.remove_jail = dir, dir, true
   return ctx
 end
 
@@ -101,7 +120,7 @@ end
 ---@return string? dir, string? err
 function Local:tmpdir(ctx)
   if ctx.tmpdir then return ctx.tmpdir end
-  local dir, err
+  local dir
   if ctx.mode == "none" then
     local base, serr = scratch(self, ctx)
     if not base then return nil, serr end
@@ -110,38 +129,22 @@ function Local:tmpdir(ctx)
     dir = ctx.jail .. "/.hcp-tmp"
     core.rmtree(dir) -- whatever an earlier call of a persisted jail left
   end
-  local ok
-  ok, err = core.mkdir(dir)
+  local ok, err = core.mkdir(dir)
   if not ok then return nil, err end
   ctx.tmpdir = dir
   return dir
 end
 
---- Stage 2: rewrite file references and stage inputs. Refusals come from
---- the plan, before anything is copied.
+--- Stage 2: bind the plan to this call's directories and stage its inputs
+--- from out_dir. Refusals came from the plan, before anything was copied.
 ---@param ctx hcp.DriverContext
----@param argv string[]
----@param file_flags string[]
+---@param plan hcp.Plan
 ---@return string[]? argv, string? err
-function Local:rewriteArgv(ctx, argv, file_flags)
-  local files_dir = ctx.jail
-  if ctx.mode == "none" then
-    -- the pack root is no place for a call's files: they go to a per-call
-    -- directory, so concurrent calls cannot meet and nothing is left behind
-    local dry, err = workspace.plan(argv, { jail = ctx.jail, files_dir = "/", file_flags = file_flags })
-    if not dry then return nil, err end
-    if #dry.stage > 0 or #dry.outputs > 0 then
-      local dir, serr = scratch(self, ctx)
-      if not dir then return nil, "workspace: " .. tostring(serr) end
-      files_dir = dir
-    end
-  end
-  local plan, err = workspace.plan(argv, { jail = ctx.jail, files_dir = files_dir, file_flags = file_flags })
-  if not plan then return nil, err end
-  ctx.plan, ctx.files_dir = plan, files_dir
-  local out_dir = self.rt.out_dir
+function Local:rewriteArgv(ctx, plan)
+  local files_dir = ctx.files_dir
+  ctx.plan = plan
   for _, s in ipairs(plan.stage) do
-    local ok, serr = core.stage(out_dir, s.rel, files_dir, s.rel)
+    local ok, serr = core.stage(self.host.out_dir, s.rel, files_dir, s.rel)
     if not ok then return nil, serr end
   end
   for _, d in ipairs(plan.dirs) do
@@ -150,7 +153,7 @@ function Local:rewriteArgv(ctx, argv, file_flags)
     if not ok then return nil, derr end
   end
   if ctx.mode == "workspace" then ctx.before = core.scan(ctx.jail) end
-  return plan.argv
+  return workspace.bind(plan, { jail = ctx.jail, files_dir = files_dir })
 end
 
 --- Stage 3: spawn with the jail as cwd.
@@ -177,6 +180,19 @@ function Local:result(ctx, r) -- luacheck: ignore 212
   return r
 end
 
+-- The files a workspace call created or changed, by a scan before and after.
+local function changed_files(ctx)
+  local after = core.scan(ctx.jail) or {}
+  local created = {}
+  for rel, sig in pairs(after) do
+    -- the runtime's own temporaries are not the call's files
+    if ctx.before[rel] ~= sig and not rel:match("^%.hcp%-tmp") then created[#created + 1] = rel end
+  end
+  table.sort(created)
+  for i, rel in ipairs(created) do created[i] = ctx.jail .. "/" .. rel end
+  return created
+end
+
 --- Stage 4: write --output/-o files back under out_dir (also after a
 --- non-zero exit, as the tool would have left them; not after a signal or a
 --- timeout, when a half-written file would replace a good one), and list the
@@ -186,36 +202,24 @@ end
 ---@return string[] files, string? err
 function Local:writeback(ctx, r)
   local files, errs = {}, {}
-  local plan = ctx.plan
-  if plan and #plan.outputs > 0 then
-    if r.signal or r.timed_out then
-      errs[#errs + 1] = "workspace: outputs not written back: the child did not exit normally"
-    else
-      for _, o in ipairs(plan.outputs) do
-        local ok, err = core.writeback(ctx.files_dir, o.rel, self.rt.out_dir, o.rel)
-        if ok then
-          files[#files + 1] = self.rt.out_dir .. "/" .. o.rel
-        elseif ok == nil then
-          errs[#errs + 1] = err
-        end
-      end
+  local plan, out_dir = ctx.plan, self.host.out_dir
+  if plan and #plan.outputs > 0 and (r.signal or r.timed_out) then
+    errs[1] = "workspace: outputs not written back: the child did not exit normally"
+  elseif plan then
+    for _, o in ipairs(plan.outputs) do
+      local ok, err = core.writeback(ctx.files_dir, o.rel, out_dir, o.rel)
+      if ok then files[#files + 1] = out_dir .. "/" .. o.rel
+      elseif ok == nil then errs[#errs + 1] = err end
     end
   end
   if ctx.mode == "workspace" and ctx.before then
-    local after = core.scan(ctx.jail) or {}
-    local created = {}
-    for rel, sig in pairs(after) do
-      -- the runtime's own temporaries are not the call's files
-      if ctx.before[rel] ~= sig and not rel:match("^%.hcp%-tmp") then created[#created + 1] = rel end
-    end
-    table.sort(created)
-    for _, rel in ipairs(created) do files[#files + 1] = ctx.jail .. "/" .. rel end
+    for _, f in ipairs(changed_files(ctx)) do files[#files + 1] = f end
   end
   return files, errs[1]
 end
 
 --- Stage 5: remove per-call directories (never following a link the child
---- left there), release the workspace lock.
+--- left there), release the workspace lock. Idempotent.
 ---@param ctx hcp.DriverContext
 function Local:cleanup(ctx)
   if ctx.cleaned then return end
@@ -223,9 +227,7 @@ function Local:cleanup(ctx)
   if ctx.scratch then core.rmtree(ctx.scratch) end
   if ctx.tmpdir and not ctx.remove_jail then core.rmtree(ctx.tmpdir) end
   if ctx.remove_jail then core.rmtree(ctx.jail) end
-  if ctx.iso_cleanup then ctx.iso_cleanup() end
-  if ctx.lock then ctx.lock:unlock() end
-  if ctx.key then self.rt._ws_busy[ctx.key] = nil end
+  if ctx.key then self.host.locks:release(ctx.key, ctx.lock) end
 end
 
 return Local
