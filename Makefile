@@ -107,7 +107,9 @@ lint:
 
 bench: deps all
 	$(CC) -O2 -o $(BUILD)/bench_spawn bench/spawn_baseline.c
+	$(CC) -O2 -o $(BUILD)/bench_spawn_parallel bench/spawn_parallel.c
 	$(HCP_LUA) bench/exec_bench.lua $(BUILD)/bench_spawn
+	$(HCP_LUA) bench/inflight_bench.lua $(BUILD)/bench_spawn_parallel
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp \

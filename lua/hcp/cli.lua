@@ -284,11 +284,13 @@ local function cmd_wrap(a)
   end
   local mode = sandbox.mode(opts.sandbox, opts.native_local)
   local lookup = sandbox.lookup_path(mode, opts.search_path or sandbox.DEFAULT_SEARCH_PATH)
-  local path, rerr = core.resolve(bin, lookup)
-  if not path then
+  -- resolved as a pack's wrap.bin will be (§10.2.1), before anything runs
+  local resolved, rexit, rerr = sandbox.resolve(bin, { lookup = lookup })
+  if not resolved then
     say("wrap: %s", rerr)
-    return 127
+    return rexit
   end
+  local path = resolved.path
   local name = a.name or pack_name_for(bin)
   if #name > 64 or not name:match("^[a-z0-9][a-z0-9._-]*$") then
     say("wrap: pack name %q does not match ^[a-z0-9][a-z0-9._-]{0,63}$ (use --name)", name)

@@ -4,6 +4,7 @@
 local M = {}
 
 local json = require("hcp.json")
+local check = require("hcp.check")
 
 ---@class hcp.Request
 ---@field hcp integer?
@@ -51,114 +52,108 @@ local FIELDS = { hcp = true, id = true, pack = true, op = true, params = true, a
 -- pack allows it is the call's to decide).
 M.MAX_TIMEOUT_MS = 86400000
 
-M.PRINCIPAL_PAT = "^[A-Za-z0-9._-]+$"
+M.PRINCIPAL_PAT = check.PRINCIPAL_PAT
 
-local function is_array(t)
-  if type(t) ~= "table" then return false end
-  local n = #t
-  for k in pairs(t) do
-    if math.type(k) ~= "integer" or k < 1 or k > n then return false end
+local is_array = check.is_array
+
+local function fail(fmt, ...)
+  return nil, "envelope: " .. string.format(fmt, ...)
+end
+
+-- One checker per field, in the order they are checked: each takes the
+-- value (nil when absent or JSON null) and the request so far, and returns
+-- the clean value or nil, message. A checker that returns nothing for an
+-- absent field leaves it absent.
+local CHECKS = {}
+
+function CHECKS.hcp(v)
+  if v ~= nil and v ~= 1 then return fail("field \"hcp\" must be 1") end
+  return 1
+end
+
+function CHECKS.id(v)
+  if v ~= nil and type(v) ~= "string" and type(v) ~= "number" then return fail("field \"id\" must be a string or a number") end
+  return v
+end
+
+function CHECKS.pack(v)
+  if type(v) ~= "string" or v == "" then return fail("field \"pack\" is required (a pack name)") end
+  return v
+end
+
+function CHECKS.op(v)
+  if v ~= nil and (type(v) ~= "string" or v == "") then return fail("field \"op\" must be a non-empty string") end
+  return v
+end
+
+function CHECKS.params(v, req)
+  if v == nil then return nil end
+  if type(v) ~= "table" or (is_array(v) and next(v) ~= nil) then return fail("field \"params\" must be an object") end
+  if req.op == nil and next(v) ~= nil then return fail("field \"params\" needs an \"op\"") end
+  local copy = {}
+  for k, p in pairs(v) do
+    if type(k) ~= "string" then return fail("params keys must be strings") end
+    if p ~= json.null then copy[k] = p end
   end
-  return true
+  return copy
 end
 
-local function sorted_keys(t)
-  local ks = {}
-  for k in pairs(t) do ks[#ks + 1] = tostring(k) end
-  table.sort(ks)
-  return ks
+function CHECKS.args(v)
+  if v == nil then return nil end
+  if not is_array(v) then return fail("field \"args\" must be an array of strings") end
+  local copy = {}
+  for i, a in ipairs(v) do
+    if type(a) ~= "string" then return fail("args[%d] must be a string", i) end
+    copy[i] = a
+  end
+  return copy
 end
+
+function CHECKS.stdin(v)
+  if v ~= nil and type(v) ~= "string" then return fail("field \"stdin\" must be a string") end
+  return v
+end
+
+function CHECKS.mode(v)
+  if v == nil then return "live" end
+  if v ~= "live" and v ~= "mock" then return fail("field \"mode\" must be \"live\" or \"mock\"") end
+  return v
+end
+
+function CHECKS.principal(v)
+  if v == nil then return "default" end
+  if type(v) ~= "string" or #v > 64 or not v:match(M.PRINCIPAL_PAT) then
+    return fail("field \"principal\" must match ^[A-Za-z0-9._-]{1,64}$")
+  end
+  -- it names a directory of the persisted jails: "." and ".." would not
+  if v == "." or v == ".." then return fail("field \"principal\" cannot be \".\" or \"..\"") end
+  return v
+end
+
+function CHECKS.timeout_ms(v)
+  if v == nil then return nil end
+  local t = check.positive_integer(v, M.MAX_TIMEOUT_MS)
+  if not t then return fail("field \"timeout_ms\" must be a positive integer of milliseconds (at most %d)", M.MAX_TIMEOUT_MS) end
+  return t
+end
+
+local ORDER = { "hcp", "id", "pack", "op", "params", "args", "stdin", "mode", "principal", "timeout_ms" }
 
 --- Validate a request envelope (a Lua table, or decoded JSON where `null`
 --- counts as absent). Returns a clean copy or `nil, "envelope: …"`.
 ---@param t any
 ---@return hcp.Request? req, string? err
 function M.validate(t)
-  if type(t) ~= "table" or is_array(t) and next(t) ~= nil then
-    return nil, "envelope: request must be an object"
-  end
-  for _, k in ipairs(sorted_keys(t)) do
-    if not FIELDS[k] then return nil, string.format("envelope: unknown field %q", k) end
-  end
-  local function get(k)
-    local v = t[k]
-    if v == json.null then return nil end
-    return v
-  end
+  if type(t) ~= "table" or is_array(t) and next(t) ~= nil then return fail("request must be an object") end
+  local unknown = check.unknown_key(t, FIELDS)
+  if unknown then return fail("unknown field %q", unknown) end
   local req = {}
-  local hcpv = get("hcp")
-  if hcpv ~= nil and hcpv ~= 1 then return nil, "envelope: field \"hcp\" must be 1" end
-  req.hcp = 1
-  local id = get("id")
-  if id ~= nil and type(id) ~= "string" and type(id) ~= "number" then
-    return nil, "envelope: field \"id\" must be a string or a number"
-  end
-  req.id = id
-  local pack = get("pack")
-  if type(pack) ~= "string" or pack == "" then
-    return nil, "envelope: field \"pack\" is required (a pack name)"
-  end
-  req.pack = pack
-  local op = get("op")
-  if op ~= nil and (type(op) ~= "string" or op == "") then
-    return nil, "envelope: field \"op\" must be a non-empty string"
-  end
-  req.op = op
-  local params = get("params")
-  if params ~= nil then
-    if type(params) ~= "table" or (is_array(params) and next(params) ~= nil) then
-      return nil, "envelope: field \"params\" must be an object"
-    end
-    if op == nil and next(params) ~= nil then
-      return nil, "envelope: field \"params\" needs an \"op\""
-    end
-    local copy = {}
-    for k, v in pairs(params) do
-      if type(k) ~= "string" then return nil, "envelope: params keys must be strings" end
-      if v ~= json.null then copy[k] = v end
-    end
-    req.params = copy
-  end
-  local args = get("args")
-  if args ~= nil then
-    if not is_array(args) then return nil, "envelope: field \"args\" must be an array of strings" end
-    local copy = {}
-    for i, a in ipairs(args) do
-      if type(a) ~= "string" then
-        return nil, string.format("envelope: args[%d] must be a string", i)
-      end
-      copy[i] = a
-    end
-    req.args = copy
-  end
-  local stdin = get("stdin")
-  if stdin ~= nil and type(stdin) ~= "string" then
-    return nil, "envelope: field \"stdin\" must be a string"
-  end
-  req.stdin = stdin
-  local mode = get("mode")
-  if mode == nil then mode = "live" end
-  if mode ~= "live" and mode ~= "mock" then
-    return nil, "envelope: field \"mode\" must be \"live\" or \"mock\""
-  end
-  req.mode = mode
-  local principal = get("principal")
-  if principal == nil then principal = "default" end
-  if type(principal) ~= "string" or #principal > 64 or not principal:match(M.PRINCIPAL_PAT) then
-    return nil, "envelope: field \"principal\" must match ^[A-Za-z0-9._-]{1,64}$"
-  end
-  -- it names a directory of the persisted jails: "." and ".." would not
-  if principal == "." or principal == ".." then
-    return nil, "envelope: field \"principal\" cannot be \".\" or \"..\""
-  end
-  req.principal = principal
-  local timeout = get("timeout_ms")
-  if timeout ~= nil then
-    if type(timeout) ~= "number" or timeout <= 0 or timeout ~= math.floor(timeout) or timeout > M.MAX_TIMEOUT_MS then
-      return nil, string.format("envelope: field \"timeout_ms\" must be a positive integer of milliseconds (at most %d)",
-        M.MAX_TIMEOUT_MS)
-    end
-    req.timeout_ms = math.tointeger(timeout)
+  for _, k in ipairs(ORDER) do
+    local v = t[k]
+    if v == json.null then v = nil end
+    local clean, err = CHECKS[k](v, req)
+    if err then return nil, err end
+    req[k] = clean
   end
   return req
 end
