@@ -20,10 +20,12 @@ BUILD     ?= build
 # jq sqlite3 bc libxml2-utils git qrencode: the bins of packs-examples/ (jq is the demo).
 # bubblewrap: the bwrap driver (§10.6), a container tool we trust rather than rewrite.
 # procps (pgrep) and groff-base: the specs check for leftover processes and render the man pages.
+# lua-luv and lua-cqueues: the event loops the call-handle specs drive rt:pollfd() from (the
+# recipes docs/lua-api.md shows); both are built for Lua 5.4 by Debian.
 DEB_PKGS := lua5.4 liblua5.4-dev lua-cjson lua-busted lua-argparse lua-check \
             libreadline-dev gcc make pkg-config \
             jq sqlite3 bc libxml2-utils git qrencode bubblewrap \
-            procps groff-base
+            procps groff-base lua-luv lua-cqueues
 
 LUA_CFLAGS := $(shell pkg-config --cflags lua$(LUA_VER) 2>/dev/null || echo -I/usr/include/lua$(LUA_VER))
 LUA_LIBS   := $(shell pkg-config --libs lua$(LUA_VER) 2>/dev/null || echo -llua$(LUA_VER))
