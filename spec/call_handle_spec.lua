@@ -125,7 +125,17 @@ describe("rt:start handle", function()
     assert.equal("boom", h:wait().stdout)
   end)
 
-  it("<close> kills the call's child; so does collecting an unfinished handle", function()
+  it("a dropped handle whose call reports to on_exit is kept by the runtime until it has reported", function()
+    local seen
+    rt:start({ pack = "echo", args = { "kept" } }, { on_exit = function(r) seen = r end })
+    collectgarbage()
+    collectgarbage()
+    local steps = 0
+    while not seen and steps < 10000 do rt:step(1); steps = steps + 1 end
+    assert.equal("kept", seen and seen.stdout)
+  end)
+
+  it("<close> kills the call's child; so does collecting an unfinished handle nobody listens to", function()
     local pid
     do
       local h <close> = rt:start({ pack = "sleeper" })

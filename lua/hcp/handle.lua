@@ -5,8 +5,10 @@
 ---     h:kill("TERM"); res = h:wait()
 ---
 --- Waiting drives the whole runtime (other calls progress and their
---- callbacks fire too). Dropping a handle that has not finished — by
---- `<close>` or garbage collection — kills its call and cleans up.
+--- callbacks fire too). Closing a handle (`<close>`) before its call
+--- finished kills the call and cleans up; so does collecting it, unless
+--- the call reports to callbacks (`on_exit`, `on_stdout`, `on_stderr`) —
+--- the runtime keeps such a handle until its call has reported.
 ---@class hcp.handle
 local M = {}
 
@@ -37,6 +39,7 @@ local function abort(self)
   elseif c.state == "queued" then
     c:abandon("spawn: call abandoned before it started")
   end
+  self.loop:finished(c)
 end
 
 --- Wait for the result: up to `timeout_s` seconds (nil: as long as it
@@ -114,6 +117,17 @@ end
 
 function Handle:__gc()
   if not self.call.result then abort(self) end
+end
+
+--- A handle over a call; kept by the loop while the call reports to callbacks.
+---@param call hcp.Call
+---@param loop hcp.Loop
+---@return hcp.Handle
+function M.start(call, loop)
+  local h = M.new(call, loop)
+  local o = call.opts or {}
+  if not call.result and (o.on_exit or o.on_stdout or o.on_stderr) then loop:keep(call, h) end
+  return h
 end
 
 local function call_name(call)

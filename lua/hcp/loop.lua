@@ -19,13 +19,14 @@ local RETRY_MS = 10 -- a workspace held by another process is tried again this o
 ---@field running hcp.Call[]
 ---@field queued hcp.Call[]     waiting for their workspace
 ---@field notify hcp.Call[]     finished, on_exit not yet called
+---@field kept table<hcp.Call, any> handles kept alive while their call reports to a callback
 local Loop = {}
 Loop.__index = Loop
 
 --- A loop. The poller is made on first use of `pollfd`.
 ---@return hcp.Loop
 function M.new()
-  return setmetatable({ running = {}, queued = {}, notify = {} }, Loop)
+  return setmetatable({ running = {}, queued = {}, notify = {}, kept = {} }, Loop)
 end
 
 local function filter(list, keep)
@@ -73,11 +74,30 @@ function Loop:add(call)
   self:rearm()
 end
 
+--- Keep `handle` alive until its call has finished and reported: a call
+--- that reports to callbacks goes on even when its caller dropped the
+--- handle (as an event loop expects); one that reports to nobody is killed
+--- when its handle is collected.
+---@param call hcp.Call
+---@param handle any
+function Loop:keep(call, handle)
+  self.kept[call] = handle
+end
+
+--- A call finished outside the loop (killed through its handle): its
+--- on_exit fires at the next step.
+---@param call hcp.Call
+function Loop:finished(call)
+  self.notify[#self.notify + 1] = call
+  self:rearm()
+end
+
 -- Call on_exit for the finished calls; the first error a callback raised.
 function Loop:fire()
   local list, first = self.notify, nil
   self.notify = {}
   for _, c in ipairs(list) do
+    self.kept[c] = nil
     local cb = c.opts and c.opts.on_exit
     if cb and not c.notified then
       c.notified = true
@@ -209,7 +229,7 @@ function Loop:close(quiet)
     self.notify[#self.notify + 1] = c
   end
   self.running = {}
-  if quiet then self.notify = {} else self:fire() end
+  if quiet then self.notify, self.kept = {}, {} else self:fire() end
   if self.poller then self.poller:close() end
   self.poller = false
 end

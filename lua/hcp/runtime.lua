@@ -115,7 +115,7 @@ end
 function Runtime:start(env_in, opts)
   local c = self._closed and closed_call(self, env_in) or call.from_envelope(self._env, env_in, opts)
   self._loop:add(c)
-  return handle.new(c, self._loop)
+  return handle.start(c, self._loop)
 end
 
 --- Run one call and return its result envelope. Never raises for a refused
