@@ -6,7 +6,8 @@
 #   make test       deps + build + the C path tests, luacheck, every spec (busted)
 #   make check      the same specs under ASan+UBSan
 #   make bench      per-call latency against a posix_spawn baseline
-#   make install    PREFIX=/usr/local: commands, Lua modules, C module, man pages
+#   make install    PREFIX=/usr/local: commands, Lua modules, C module, man pages,
+#                   bash and zsh completion
 
 PREFIX    ?= /usr/local
 DESTDIR   ?=
@@ -43,7 +44,7 @@ HCP_LUA  := $(BUILD)/bin/hcp-lua
 LUA_LINK := $(BUILD)/share/lua/$(LUA_VER)/hcp
 C_TESTS  := $(BUILD)/test/test_paths
 
-.PHONY: all deps demo test check bench install uninstall clean lint
+.PHONY: all deps demo test check bench install uninstall clean lint completion
 
 all: $(CORE_SO) $(HCP_LUA) $(BUILD)/bin/hcp $(BUILD)/bin/hcpx $(LUA_LINK) $(C_TESTS)
 
@@ -70,6 +71,20 @@ $(LUA_LINK): | $(dir $(LUA_LINK))
 
 $(C_TESTS): spec/c/test_paths.c $(CORE_OBJ) | $(BUILD)/test
 	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+# Shell completion for hcp and hcpx, generated from the argparse definition
+# of the commands (`hcp completion SHELL`), so it cannot drift from --help.
+# ASAN_OPTIONS: under make check the generator is the ASan build.
+BASH_COMPLETION := $(BUILD)/share/bash-completion/completions/hcp
+ZSH_COMPLETION  := $(BUILD)/share/zsh/site-functions/_hcp
+
+all: completion
+completion: $(BASH_COMPLETION) $(ZSH_COMPLETION)
+
+$(BASH_COMPLETION) $(ZSH_COMPLETION): lua/hcp/cli.lua lua/hcp/init.lua $(HCP_LUA) | $(BUILD)/bin/hcp $(LUA_LINK)
+	@mkdir -p $(dir $@)
+	ASAN_OPTIONS=detect_leaks=0 $(BUILD)/bin/hcp completion $(if $(filter %/_hcp,$@),zsh,bash) > $@.tmp
+	@mv $@.tmp $@
 
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
@@ -119,11 +134,17 @@ install: all
 	install -m 0644 lua/hcp/driver/*.lua $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp/driver/
 	install -m 0755 $(CORE_SO) $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VER)/hcp/core.so
 	for m in docs/man/*.1; do [ -f "$$m" ] && install -m 0644 "$$m" $(DESTDIR)$(PREFIX)/share/man/man1/ || true; done
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+	install -m 0644 $(BASH_COMPLETION) $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hcp
+	ln -sf hcp $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hcpx
+	install -m 0644 $(ZSH_COMPLETION) $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_hcp
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/hcp-lua $(DESTDIR)$(PREFIX)/bin/hcp $(DESTDIR)$(PREFIX)/bin/hcpx
 	rm -rf $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VER)/hcp
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man1/hcp.1 $(DESTDIR)$(PREFIX)/share/man/man1/hcp-lua.1
+	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hcp $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hcpx
+	rm -f $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_hcp
 
 clean:
 	rm -rf build build-asan
