@@ -8,6 +8,7 @@
 #   make bench      per-call latency against a posix_spawn baseline
 #   make install    PREFIX=/usr/local: commands, Lua modules, C module, man pages,
 #                   bash and zsh completion
+#   luarocks make   the library alone (modules + hcp.core) as a rock: hcp-lua-*.rockspec
 
 PREFIX    ?= /usr/local
 DESTDIR   ?=
@@ -21,10 +22,13 @@ BUILD     ?= build
 # jq sqlite3 bc libxml2-utils git qrencode: the bins of packs-examples/ (jq is the demo).
 # bubblewrap: the bwrap driver (§10.6), a container tool we trust rather than rewrite.
 # procps (pgrep) and groff-base: the specs check for leftover processes and render the man pages.
+# luarocks: the packaging spec builds the rockspec into a temporary tree, as a LuaRocks user would.
+# zsh: the completion spec loads the generated zsh completion (bash is there already).
 DEB_PKGS := lua5.4 liblua5.4-dev lua-cjson lua-busted lua-argparse lua-check \
             libreadline-dev gcc make pkg-config \
             jq sqlite3 bc libxml2-utils git qrencode bubblewrap \
-            procps groff-base
+            procps groff-base \
+            luarocks zsh
 
 LUA_CFLAGS := $(shell pkg-config --cflags lua$(LUA_VER) 2>/dev/null || echo -I/usr/include/lua$(LUA_VER))
 LUA_LIBS   := $(shell pkg-config --libs lua$(LUA_VER) 2>/dev/null || echo -llua$(LUA_VER))
