@@ -150,5 +150,8 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hcp $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hcpx
 	rm -f $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_hcp
 
+# src/*.o and hcp/core.so: what `luarocks make` leaves in the checkout.
 clean:
 	rm -rf build build-asan
+	rm -f src/*.o hcp/core.so
+	if [ -d hcp ]; then rmdir hcp; fi

@@ -14,14 +14,14 @@ local PRELUDE = [==[
 import fcntl, os, pty, select, struct, sys, termios, time
 exe, state, packs = sys.argv[1], sys.argv[2], sys.argv[3]
 fd, pid, buf = None, None, b""
-def start(cols=None, columns=None):
+def start(cols=None, columns=None, pack_path=None):
     global fd, pid, buf
     buf = b""
     pid, fd = pty.fork()
     if pid == 0:
         os.environ["XDG_STATE_HOME"] = state
         os.environ["TERM"] = "dumb"
-        os.environ["HCP_PACK_PATH"] = packs
+        os.environ["HCP_PACK_PATH"] = packs if pack_path is None else pack_path
         os.environ.pop("HCP_CONFIG", None)
         os.environ.pop("COLUMNS", None)
         if columns: os.environ["COLUMNS"] = columns
@@ -138,6 +138,23 @@ print("EXIT", quit())
     assert.equal(2001, lines)
     assert.matches("^#%d+\nx = 2\n", hist)
     assert.matches("\n#%d+\nx = 1000\n#%d+\nlocal t = {\n1 }\n$", hist)
+  end)
+
+  it("says where it looked when rt has no packs, and is quiet when it has some", function()
+    local empty = S.tmpdir("nopacks-")
+    local out = drive(string.format([[
+start(pack_path=%q)
+print("FIRST", repr(expect("hcp> ")))
+print("EXIT1", quit())
+start()
+print("SECOND", repr(expect("hcp> ")))
+print("EXIT2", quit())
+]], empty))
+    assert.matches("EXIT1 0\n", out)
+    local first = out:match("FIRST '(.-)'\n")
+    assert.truthy(first:find("hcp-lua: rt has no packs: looked in " .. empty .. " (HCP_CONFIG unset, HCP_PACK_PATH="
+      .. empty .. ")", 1, true), out)
+    assert.is_nil(out:match("SECOND '(.-)'\n"):find("no packs", 1, true))
   end)
 
   it("spreads a wide result over lines as wide as the terminal, whatever $COLUMNS says", function()

@@ -278,6 +278,18 @@ describe("repl.view", function()
   end)
 end)
 
+describe("repl.no_packs_message", function()
+  it("names the dirs looked in and the variables that chose them", function()
+    local env = { HCP_PACK_PATH = "/a:/b" }
+    assert.equal("hcp-lua: rt has no packs: looked in /a, /b (HCP_CONFIG unset, HCP_PACK_PATH=/a:/b)",
+      repl.no_packs_message({ "/a", "/b" }, function(k) return env[k] end))
+    assert.equal("hcp-lua: rt has no packs: no pack dir to look in (./packs does not exist) "
+      .. "(HCP_CONFIG unset, HCP_PACK_PATH unset)", repl.no_packs_message({}, function() return nil end))
+    assert.matches("HCP_CONFIG=/etc/x.lua", repl.no_packs_message({}, function(k)
+      return k == "HCP_CONFIG" and "/etc/x.lua" or "" end), 1, true)
+  end)
+end)
+
 describe("repl.width", function()
   local function width_with(env)
     local out = S.sh(string.format("cd %s && env -u COLUMNS %s %s -e %s </dev/null 2>&1", q(S.REPO), env, S.LUA,

@@ -352,9 +352,25 @@ function M.complete(line, env)
   return complete_code(line, env)
 end
 
+--- What the REPL says when `rt` has no pack: where it looked, and what
+--- chose those places. Pure; `getenv` is os.getenv or a stand-in.
+---@param pack_dirs string[]
+---@param getenv fun(name: string): string?
+---@return string
+function M.no_packs_message(pack_dirs, getenv)
+  local function env(name)
+    local v = getenv(name)
+    return name .. (v and v ~= "" and ("=" .. v) or " unset")
+  end
+  local where = #pack_dirs > 0 and ("looked in " .. table.concat(pack_dirs, ", "))
+    or "no pack dir to look in (./packs does not exist)"
+  return string.format("hcp-lua: rt has no packs: %s (%s, %s)", where, env("HCP_CONFIG"), env("HCP_PACK_PATH"))
+end
+
 --- The REPL's runtime, over the configured packs ($HCP_CONFIG,
 --- $HCP_PACK_PATH or ./packs). Raises with the reason when the configuration
 --- is bad; hcp-lua turns that into a one-line warning and starts without rt.
+--- On a terminal, a runtime without packs is said with where it looked.
 ---@return hcp.Runtime
 function M.runtime()
   local hcp = require("hcp")
@@ -364,6 +380,9 @@ function M.runtime()
   if not rt then error(err, 0) end
   for _, p in ipairs(rt:problems()) do
     io.stderr:write(require("hcp.manifest").format_problem(p), "\n")
+  end
+  if #rt:packs() == 0 and require("hcp.core").isatty(0) then
+    io.stderr:write(M.no_packs_message(opts.pack_dirs or {}, os.getenv), "\n")
   end
   -- a printer the user defined (with -e or -l) wins
   if _G.hcp_repl_print == nil then _G.hcp_repl_print = M.print end
