@@ -6,7 +6,9 @@
 #   make test       deps + build + the C path tests, luacheck, every spec (busted)
 #   make check      the same specs under ASan+UBSan
 #   make bench      per-call latency against a posix_spawn baseline
-#   make install    PREFIX=/usr/local: commands, Lua modules, C module, man pages
+#   make install    PREFIX=/usr/local: commands, Lua modules, C module, man pages,
+#                   bash and zsh completion
+#   luarocks make   the library alone (modules + hcp.core) as a rock: hcp-lua-*.rockspec
 
 PREFIX    ?= /usr/local
 DESTDIR   ?=
@@ -22,12 +24,18 @@ BUILD     ?= build
 # procps (pgrep) and groff-base: the specs check for leftover processes and render the man pages.
 # lua-luv and lua-cqueues: the event loops the call-handle specs drive rt:pollfd() from (the
 # recipes docs/lua-api.md shows); both are built for Lua 5.4 by Debian.
+# luarocks: the packaging spec builds the rockspec into a temporary tree, as a LuaRocks user would.
+# zsh: the completion spec loads the generated zsh completion (bash is there already).
 DEB_PKGS := lua5.4 liblua5.4-dev lua-cjson lua-busted lua-argparse lua-check \
             libreadline-dev gcc make pkg-config \
             jq sqlite3 bc libxml2-utils git qrencode bubblewrap \
-            procps groff-base lua-luv lua-cqueues
+            procps groff-base lua-luv lua-cqueues \
+            luarocks zsh
 
 LUA_CFLAGS := $(shell pkg-config --cflags lua$(LUA_VER) 2>/dev/null || echo -I/usr/include/lua$(LUA_VER))
+ifdef LUA_INCDIR
+LUA_CFLAGS := -I$(LUA_INCDIR)
+endif
 LUA_LIBS   := $(shell pkg-config --libs lua$(LUA_VER) 2>/dev/null || echo -llua$(LUA_VER))
 
 WARN   := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
@@ -46,7 +54,7 @@ HCP_LUA  := $(BUILD)/bin/hcp-lua
 LUA_LINK := $(BUILD)/share/lua/$(LUA_VER)/hcp
 C_TESTS  := $(BUILD)/test/test_paths
 
-.PHONY: all deps demo test check bench install uninstall clean lint
+.PHONY: rock rock-install all deps demo test check bench install uninstall clean lint completion
 
 all: $(CORE_SO) $(HCP_LUA) $(BUILD)/bin/hcp $(BUILD)/bin/hcpx $(LUA_LINK) $(C_TESTS)
 
@@ -73,6 +81,20 @@ $(LUA_LINK): | $(dir $(LUA_LINK))
 
 $(C_TESTS): spec/c/test_paths.c $(CORE_OBJ) | $(BUILD)/test
 	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+# Shell completion for hcp and hcpx, generated from the argparse definition
+# of the commands (`hcp completion SHELL`), so it cannot drift from --help.
+# ASAN_OPTIONS: under make check the generator is the ASan build.
+BASH_COMPLETION := $(BUILD)/share/bash-completion/completions/hcp
+ZSH_COMPLETION  := $(BUILD)/share/zsh/site-functions/_hcp
+
+all: completion
+completion: $(BASH_COMPLETION) $(ZSH_COMPLETION)
+
+$(BASH_COMPLETION) $(ZSH_COMPLETION): lua/hcp/cli.lua lua/hcp/init.lua $(HCP_LUA) | $(BUILD)/bin/hcp $(LUA_LINK)
+	@mkdir -p $(dir $@)
+	ASAN_OPTIONS=detect_leaks=0 $(BUILD)/bin/hcp completion $(if $(filter %/_hcp,$@),zsh,bash) > $@.tmp
+	@mv $@.tmp $@
 
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
@@ -113,6 +135,15 @@ bench: deps all
 	$(HCP_LUA) bench/exec_bench.lua $(BUILD)/bench_spawn
 	$(HCP_LUA) bench/inflight_bench.lua $(BUILD)/bench_spawn_parallel
 
+# LuaRocks (build.type = "make" in the rockspec): the library alone — every
+# Lua module and hcp.core, no readline — into the directories LuaRocks gives.
+rock: $(CORE_SO)
+
+rock-install: $(CORE_SO)
+	@test -n "$(INST_LUADIR)" && test -n "$(INST_LIBDIR)" || { echo "rock-install: INST_LUADIR and INST_LIBDIR are required"; exit 2; }
+	for f in $(LUA_MODULES); do install -D -m 0644 lua/$$f $(INST_LUADIR)/$$f || exit 1; done
+	install -D -m 0755 $(CORE_SO) $(INST_LIBDIR)/hcp/core.so
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp \
 	  $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VER)/hcp $(DESTDIR)$(PREFIX)/share/man/man1
@@ -124,11 +155,18 @@ install: all
 	done
 	install -m 0755 $(CORE_SO) $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VER)/hcp/core.so
 	for m in docs/man/*.1; do [ -f "$$m" ] && install -m 0644 "$$m" $(DESTDIR)$(PREFIX)/share/man/man1/ || true; done
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+	install -m 0644 $(BASH_COMPLETION) $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hcp
+	ln -sf hcp $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hcpx
+	install -m 0644 $(ZSH_COMPLETION) $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_hcp
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/hcp-lua $(DESTDIR)$(PREFIX)/bin/hcp $(DESTDIR)$(PREFIX)/bin/hcpx
 	rm -rf $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VER)/hcp
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man1/hcp.1 $(DESTDIR)$(PREFIX)/share/man/man1/hcp-lua.1
+	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hcp $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hcpx
+	rm -f $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_hcp
 
+# src/*.o and hcp/core.so: what `luarocks make` leaves in the checkout.
 clean:
 	rm -rf build build-asan

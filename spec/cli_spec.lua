@@ -349,7 +349,8 @@ end)
 
 describe("hcp-lua REPL", function()
   it("with piped stdin and -i: rt is a runtime over the configured packs; results print readably", function()
-    local out, _, code = run(HCP_LUA .. " -i", { env = "HCP_PACK_PATH=packs-examples",
+    -- COLUMNS: wide enough for a result on one line (repl_spec.lua covers the spread form)
+    local out, _, code = run(HCP_LUA .. " -i", { env = "HCP_PACK_PATH=packs-examples COLUMNS=1000",
       stdin = 'rt:call{pack="jq", args={"-n","1+1"}}\nrt.mode\n{a={}, b={1,2}}\n' })
     assert.equal(0, code)
     assert.matches('hcp> { hcp = 1, ok = true, exit = 0, stdout = "2\\n", stderr = "", files = {},', out, 1, true)

@@ -2,8 +2,10 @@
  *
  * As lua.c's: a line is tried as an expression first, an unfinished statement
  * continues on the next line, results are printed. Additions: readline with a
- * history file when stdin is a terminal, Ctrl-C at the prompt drops the line,
- * results go to hcp_repl_print when defined, and hcp and rt are preloaded. */
+ * history file when stdin is a terminal (a multi-line chunk is one entry),
+ * Ctrl-C at the prompt drops the line, TAB completes what hcp.repl.complete
+ * offers, results go to hcp_repl_print when defined, hcp and rt are
+ * preloaded, and hcp.repl.tty tells the Lua side the terminal's width. */
 #include "hcp_lua.h"
 
 #include <errno.h>
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -242,6 +245,187 @@ static void l_print(lua_State *L)
     hcp_lua_report(L, hcp_lua_docall(L, n, 0));
 }
 
+/* ---- TAB completion ---------------------------------------------------
+ *
+ * hcp.repl.complete(line before the cursor, _G) -> candidates, start does
+ * the work; here it is only asked, and its answer handed to readline. The
+ * word readline replaces must begin where the Lua side's does: the word
+ * break hook (called first on TAB) asks Lua and returns as break set the one
+ * character before that word; the generator still adjusts each candidate if
+ * readline's word turned out to start elsewhere. */
+
+static lua_State *replL;     /* the state the REPL runs, for the callbacks */
+static char **cands;         /* the last answer: candidates ... */
+static int ncands;
+static int cand_start = -1;  /* ... and where their word starts (0-based); -1: none */
+static char break_set[2];    /* the break set returned to readline */
+
+static void cands_clear(void)
+{
+    int i;
+
+    for (i = 0; i < ncands; i++)
+        free(cands[i]);
+    free(cands);
+    cands = NULL;
+    ncands = 0;
+    cand_start = -1;
+}
+
+/* Protected: pushes hcp.repl.complete(line, _G)'s two results; the module
+ * as loaded already, else through require. */
+static int complete_in_lua(lua_State *L)
+{
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    if (lua_getfield(L, -1, "hcp.repl") != LUA_TTABLE) {
+        lua_getglobal(L, "require");
+        lua_pushliteral(L, "hcp.repl");
+        lua_call(L, 1, 1);
+    }
+    lua_getfield(L, -1, "complete");
+    lua_pushvalue(L, 1);
+    lua_pushglobaltable(L);
+    lua_call(L, 2, 2);
+    return 2;
+}
+
+/* Asks Lua about rl_line_buffer up to rl_point; any failure means no
+ * candidates (completion must never break the prompt). */
+static void cands_fill(void)
+{
+    lua_State *L = replL;
+    int top = lua_gettop(L), i, n;
+    lua_Integer start, len;
+
+    cands_clear();
+    lua_pushcfunction(L, complete_in_lua);
+    lua_pushlstring(L, rl_line_buffer, (size_t)rl_point);
+    if (lua_pcall(L, 1, 2, 0) != LUA_OK || !lua_istable(L, -2) || !lua_isinteger(L, -1))
+        goto done;
+    start = lua_tointeger(L, -1);
+    len = (lua_Integer)lua_rawlen(L, -2);
+    if (start < 1 || start > (lua_Integer)rl_point + 1 || len <= 0 || len > 100000)
+        goto done;
+    n = (int)len;
+    if (!(cands = calloc((size_t)n, sizeof *cands)))
+        goto done;
+    cand_start = (int)start - 1;
+    for (i = 1; i <= n; i++) {
+        const char *c;
+        lua_rawgeti(L, -2, i);
+        c = lua_tostring(L, -1);
+        if (c && (cands[ncands] = strdup(c)) != NULL)
+            ncands++;
+        lua_pop(L, 1);
+    }
+done:
+    lua_settop(L, top);
+}
+
+static char *word_break_hook(void)
+{
+    cands_fill();
+    break_set[0] = cand_start > 0 ? rl_line_buffer[cand_start - 1] : '\0';
+    break_set[1] = '\0';
+    return break_set;
+}
+
+/* Candidate i as a replacement of the word readline chose, at `start`. */
+static char *cand_for(int i, int start)
+{
+    const char *c = cands[i];
+    size_t skip, lead;
+    char *out;
+
+    if (start >= cand_start) {
+        skip = (size_t)(start - cand_start);
+        if (strlen(c) < skip || strncmp(c, rl_line_buffer + cand_start, skip) != 0)
+            return NULL;
+        return strdup(c + skip);
+    }
+    lead = (size_t)(cand_start - start);
+    if (!(out = malloc(lead + strlen(c) + 1)))
+        return NULL;
+    memcpy(out, rl_line_buffer + start, lead);
+    strcpy(out + lead, c);
+    return out;
+}
+
+static int gen_start;
+
+static char *cand_generator(const char *text, int state)
+{
+    static int next;
+    char *m = NULL;
+
+    (void)text;
+    if (state == 0)
+        next = 0;
+    while (!m && next < ncands)
+        m = cand_for(next++, gen_start);
+    return m;
+}
+
+static char **attempt_completion(const char *text, int start, int end)
+{
+    char **matches = NULL;
+
+    (void)end;
+    rl_attempted_completion_over = 1;  /* never fall back to file names */
+    rl_completion_append_character = '\0';
+    rl_completion_suppress_quote = 1;
+    if (cand_start < 0)  /* the hook was not called for this completion */
+        cands_fill();
+    gen_start = start;
+    if (ncands > 0)
+        matches = rl_completion_matches(text, cand_generator);
+    cands_clear();
+    return matches;
+}
+
+/* TAB on a blank line (so far) indents, as pasted code expects. */
+static int tab_key(int count, int key)
+{
+    int i;
+
+    for (i = 0; i < rl_point; i++)
+        if (rl_line_buffer[i] != ' ' && rl_line_buffer[i] != '\t')
+            return rl_complete(count, key);
+    return rl_insert_text("\t") >= 0 ? 0 : 1;
+}
+
+static void completion_setup(lua_State *L)
+{
+    replL = L;
+    /* no quote handling of readline's own: it would append the quote that
+     * precedes the word (the Lua side closes a string it completed) */
+    rl_basic_quote_characters = "";
+    rl_completion_word_break_hook = word_break_hook;
+    rl_attempted_completion_function = attempt_completion;
+    rl_bind_key('\t', tab_key);
+}
+
+/* ---- hcp.repl.tty: the terminal's width, for hcp.repl.width ----------- */
+
+static int tty_width(lua_State *L)
+{
+    struct winsize ws;
+
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        lua_pushinteger(L, ws.ws_col);
+    else
+        lua_pushnil(L);  /* not a terminal: the Lua side falls back to $COLUMNS */
+    return 1;
+}
+
+static int open_tty(lua_State *L)
+{
+    lua_newtable(L);
+    lua_pushcfunction(L, tty_width);
+    lua_setfield(L, -2, "width");
+    return 1;
+}
+
 /* hcp = require("hcp"), rt = hcp.repl_runtime(): both optional, so a
  * missing module is silent; any other failure is a one-line warning. */
 static const char repl_init[] =
@@ -262,7 +446,13 @@ static const char repl_init[] =
 
 static void repl_setup(lua_State *L)
 {
-    int status = luaL_loadbuffer(L, repl_init, sizeof repl_init - 1, "=repl_init");
+    int status;
+
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+    lua_pushcfunction(L, open_tty);
+    lua_setfield(L, -2, "hcp.repl.tty");
+    lua_pop(L, 1);
+    status = luaL_loadbuffer(L, repl_init, sizeof repl_init - 1, "=repl_init");
 
     if (status == LUA_OK)
         status = lua_pcall(L, 0, 1, 0);
@@ -312,6 +502,21 @@ static char *history_path(void)
     return file;
 }
 
+/* A file written with timestamps starts with one ("#" and a digit): only
+ * then does readline join the lines of a multi-line entry on reading. */
+static int history_has_stamps(const char *file)
+{
+    FILE *f = fopen(file, "re");
+    int c0, c1;
+
+    if (!f)
+        return 1;  /* nothing to convert */
+    c0 = getc(f);
+    c1 = getc(f);
+    fclose(f);
+    return c0 == EOF || (c0 == '#' && c1 >= '0' && c1 <= '9');
+}
+
 static void history_open(void)
 {
     histfile = history_path();
@@ -319,15 +524,25 @@ static void history_open(void)
         return;
     using_history();
     stifle_history(HISTORY_MAX);
-    /* append_history needs an existing file: create it (0600) when absent. */
-    if (read_history(histfile) != 0)
+    /* Each entry is written after a timestamp line, so the lines of a
+     * multi-line chunk read back as one entry. */
+    history_comment_char = '#';
+    history_write_timestamps = 1;
+    /* append_history needs an existing file: create it (0600) when absent;
+     * rewrite one of an older hcp-lua, which had no timestamps. */
+    if (read_history(histfile) != 0 || !history_has_stamps(histfile))
         (void)write_history(histfile);
 }
 
 static void history_close(void)
 {
     if (histfile) {
-        (void)history_truncate_file(histfile, HISTORY_MAX);
+        /* The last HISTORY_MAX entries, whole (history_truncate_file counts
+         * lines and can cut a multi-line entry), re-read first so that what
+         * another session appended meanwhile stays. */
+        clear_history();
+        if (read_history(histfile) == 0)
+            (void)write_history(histfile);
         free(histfile);
         histfile = NULL;
     }
@@ -343,6 +558,7 @@ void hcp_lua_repl(lua_State *L)
         rl_readline_name = "hcp";
         rl_catch_signals = 0;  /* our own SIGINT handling, see readline_intr */
         history_open();
+        completion_setup(L);
     }
     repl_setup(L);
     hcp_lua_progname = NULL;

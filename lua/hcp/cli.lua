@@ -83,6 +83,7 @@ local function build_parser()
   list:flag("--json", "Print a JSON array.")
 
   local validate = p:command("validate", "Check manifests and list every problem; exit 1 if any.")
+  validate:flag("--json", "Print one JSON object: {ok, packs, problems}.")
   validate:argument("dir", "Pack roots, or folders of packs."):args("+")
 
   local doctor = p:command("doctor", "What isolation this host supports and what the runtime uses.")
@@ -94,6 +95,10 @@ local function build_parser()
   wrap:argument("bin", "The binary: a bare name (resolved like sandbox mode would) or an absolute path.")
   wrap:option("--name", "Pack name (default: derived from the bin).")
   wrap:option("--dir", "Directory of the new pack (default: <first pack dir>/<name>).")
+  wrap:flag("--json", "Print one JSON object: {ok, file, dir, name, bin, description, file_flags} or {ok, error}.")
+
+  local completion = p:command("completion", "Print the shell completion script of hcp and hcpx.")
+  completion:argument("shell", "The shell: bash or zsh."):choices({ "bash", "zsh" })
   return p
 end
 
@@ -183,22 +188,37 @@ local function cmd_list(a)
   return 0
 end
 
-local function cmd_validate(a)
-  local failed = false
-  for _, dir in ipairs(a.dir) do
-    local roots, problems = manifest.discover(dir)
-    for _, p in ipairs(problems) do stderr:write(manifest.format_problem(p), "\n"); failed = true end
-    if #roots == 0 and #problems == 0 then
-      stderr:write(string.format("manifest: %s: no hcp.json here or in its direct subdirectories\n", dir))
-      failed = true
+-- What `hcp validate` found under `dirs`: the manifests that loaded and
+-- every problem, in the order they were met.
+local function validate_dirs(dirs)
+  local packs, problems = {}, {}
+  local function add(list) for _, p in ipairs(list) do problems[#problems + 1] = p end end
+  for _, dir in ipairs(dirs) do
+    local roots, dprobs = manifest.discover(dir)
+    add(dprobs)
+    if #roots == 0 and #dprobs == 0 then
+      add({ { file = dir, field = "", message = "no hcp.json here or in its direct subdirectories" } })
     end
     for _, root in ipairs(roots) do
       local pack, probs = manifest.load(root)
-      for _, p in ipairs(probs) do stderr:write(manifest.format_problem(p), "\n"); failed = true end
-      if pack then stdout:write(string.format("ok %s (%s)\n", pack.name, pack.file)) end
+      add(probs)
+      if pack then packs[#packs + 1] = { name = pack.name, file = pack.file, root = root } end
     end
   end
-  return failed and 1 or 0
+  return packs, problems
+end
+
+local function cmd_validate(a)
+  local packs, problems = validate_dirs(a.dir)
+  if a.json then
+    local jp = json.array()
+    for i, p in ipairs(problems) do jp[i] = { file = p.file, field = p.field, message = p.message } end
+    stdout:write(json.encode({ ok = #problems == 0, packs = json.array(packs), problems = jp }), "\n")
+  else
+    for _, p in ipairs(problems) do stderr:write(manifest.format_problem(p), "\n") end
+    for _, p in ipairs(packs) do stdout:write(string.format("ok %s (%s)\n", p.name, p.file)) end
+  end
+  return #problems == 0 and 0 or 1
 end
 
 local function cmd_doctor(a)
@@ -274,77 +294,152 @@ local function first_line(s)
   return nil
 end
 
-local function cmd_wrap(a)
-  local opts, err = config.options(a)
-  if not opts then say("%s", err); return 126 end
+-- Where and what `hcp wrap` scaffolds: the resolved bin, the pack name and
+-- its directory. Returns nil, message, exit status when it cannot.
+local function wrap_target(a, opts)
   local bin = a.bin
   if not sandbox.valid_entry(bin) then
-    say("wrap: %q must be a bare name or an absolute path", bin)
-    return 2
+    return nil, string.format("wrap: %q must be a bare name or an absolute path", bin), 2
   end
   local mode = sandbox.mode(opts.sandbox, opts.native_local)
   local lookup = sandbox.lookup_path(mode, opts.search_path or sandbox.DEFAULT_SEARCH_PATH)
   -- resolved as a pack's wrap.bin will be (§10.2.1), before anything runs
   local resolved, rexit, rerr = sandbox.resolve(bin, { lookup = lookup })
-  if not resolved then
-    say("wrap: %s", rerr)
-    return rexit
-  end
+  if not resolved then return nil, "wrap: " .. tostring(rerr), rexit end
   local path = resolved.path
   local name = a.name or pack_name_for(bin)
   if #name > 64 or not name:match("^[a-z0-9][a-z0-9._-]*$") then
-    say("wrap: pack name %q does not match ^[a-z0-9][a-z0-9._-]{0,63}$ (use --name)", name)
-    return 2
+    return nil, string.format("wrap: pack name %q does not match ^[a-z0-9][a-z0-9._-]{0,63}$ (use --name)", name), 2
   end
-  local dir = a.dir or ((opts.pack_dirs and opts.pack_dirs[1] or "packs") .. "/" .. name)
-  dir = manifest.absolute(dir)
+  local dir = manifest.absolute(a.dir or ((opts.pack_dirs and opts.pack_dirs[1] or "packs") .. "/" .. name))
   local file = dir .. "/hcp.json"
   if core.kind(file) then
-    say("wrap: %s already exists; not overwriting an existing pack", file)
-    return 1
+    return nil, string.format("wrap: %s already exists; not overwriting an existing pack", file), 1
   end
+  return { path = path, name = name, dir = dir, file = file }
+end
 
-  -- ask the tool about itself, under the same sandbox a call would get
-  local rt, cerr = hcp.create({ allow_bins = { path }, sandbox = opts.sandbox,
+-- The manifest of the scaffold: the tool is asked about itself under the
+-- same sandbox a call would get. Returns the document and its file_flags.
+local function wrap_manifest(t, opts)
+  local rt, cerr = hcp.create({ allow_bins = { t.path }, sandbox = opts.sandbox,
     native_local = opts.native_local, search_path = opts.search_path })
-  if not rt then say("wrap: %s", cerr); return 1 end
-  local help = rt:exec({ bin = path, args = { "--help" }, timeout_ms = 5000 })
-  local version = rt:exec({ bin = path, args = { "--version" }, timeout_ms = 5000 })
+  if not rt then return nil, "wrap: " .. tostring(cerr), 1 end
+  local help = rt:exec({ bin = t.path, args = { "--help" }, timeout_ms = 5000 })
+  local version = rt:exec({ bin = t.path, args = { "--version" }, timeout_ms = 5000 })
   rt:close()
-  local help_text = (help.stdout or "") .. "\n" .. (help.stderr or "")
-  local flags = M.file_flags_from_help(help_text)
+  local flags = M.file_flags_from_help((help.stdout or "") .. "\n" .. (help.stderr or ""))
   local vline = version.ok and first_line(version.stdout) or nil
-  local description = "Wraps " .. path .. (vline and (" (" .. vline .. ")") or "")
-
   local doc = {
-    hcp = 1, name = name, version = "0.1.0", class = "wrap", description = description,
-    wrap = { bin = path, args = json.array(), agent_env = {}, timeout_ms = manifest.DEFAULT_TIMEOUT_MS },
+    hcp = 1, name = t.name, version = "0.1.0", class = "wrap",
+    description = "Wraps " .. t.path .. (vline and (" (" .. vline .. ")") or ""),
+    wrap = { bin = t.path, args = json.array(), agent_env = {}, timeout_ms = manifest.DEFAULT_TIMEOUT_MS },
     ops = {}, mocks = { ["*"] = { exit = 0, stdout = "" } }, privacy = { land = "local" },
   }
   if #flags > 0 then doc.wrap.workspace = { mode = "none", file_flags = json.array(flags) } end
   -- what we write must load: check it before touching the disk
-  local _, problems = manifest.validate(json.decode(json.encode(doc)), file, dir)
+  local _, problems = manifest.validate(json.decode(json.encode(doc)), t.file, t.dir)
   if #problems > 0 then
-    say("wrap: internal error, the scaffold does not validate: %s", manifest.format_problem(problems[1]))
-    return 1
+    return nil, "wrap: internal error, the scaffold does not validate: " .. manifest.format_problem(problems[1]), 1
   end
-  local ok_dir = core.kind(dir) == "dir" or os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'")
-  if not ok_dir then say("wrap: cannot create %s", dir); return 1 end
-  local text = json.encode(doc, { indent = 2 }) .. "\n"
-  local wok, werr = core.write_private(file, text)
-  if not wok then say("wrap: %s", werr); return 1 end
-  os.execute("chmod 0644 '" .. file:gsub("'", "'\\''") .. "'")
+  return doc, flags
+end
 
-  stdout:write(string.format("wrote %s\n", file))
-  stdout:write(string.format("  name       %s\n  wrap.bin   %s\n  description %s\n", name, path, description))
+local function wrap_write(t, doc)
+  local ok_dir = core.kind(t.dir) == "dir" or os.execute("mkdir -p '" .. t.dir:gsub("'", "'\\''") .. "'")
+  if not ok_dir then return nil, "wrap: cannot create " .. t.dir, 1 end
+  local wok, werr = core.write_private(t.file, json.encode(doc, { indent = 2 }) .. "\n")
+  if not wok then return nil, "wrap: " .. tostring(werr), 1 end
+  os.execute("chmod 0644 '" .. t.file:gsub("'", "'\\''") .. "'")
+  return true
+end
+
+local function wrap_report(t, doc, flags)
+  local next_step = string.format("%s validate %s && %s run --pack-dir %s %s --help",
+    prog, t.dir, prog, t.dir:match("^(.*)/[^/]+$") or ".", t.name)
+  stdout:write(string.format("wrote %s\n", t.file))
+  stdout:write(string.format("  name       %s\n  wrap.bin   %s\n  description %s\n", t.name, t.path, doc.description))
   stdout:write(string.format("  file_flags %s\n", #flags > 0 and table.concat(flags, " ")
     or "(none found in --help; the defaults --file --json-file --output -o --env-file apply)"))
   stdout:write("check before use:\n")
   stdout:write("  - the file_flags: a flag whose value is a file gets it rewritten into the jail\n")
   stdout:write("  - add ops with {param} templates, and mocks that look like real output\n")
   stdout:write("  - agent_env, timeout_ms, and wrap.workspace.mode if the tool reads or writes files\n")
-  stdout:write(string.format("then: %s validate %s && %s run --pack-dir %s %s --help\n",
-    prog, dir, prog, dir:match("^(.*)/[^/]+$") or ".", name))
+  stdout:write("then: ", next_step, "\n")
+end
+
+local function wrap_steps(a)
+  local opts, err = config.options(a)
+  if not opts then return nil, err, 126 end
+  local t, terr, tcode = wrap_target(a, opts)
+  if not t then return nil, terr, tcode end
+  local doc, flags, dcode = wrap_manifest(t, opts)
+  if not doc then return nil, flags, dcode end
+  local ok, werr, wcode = wrap_write(t, doc)
+  if not ok then return nil, werr, wcode end
+  return t, doc, flags
+end
+
+local function cmd_wrap(a)
+  local t, doc, flags = wrap_steps(a)
+  if not t then
+    local err, code = doc, flags -- wrap_steps failed: nil, message, status
+    if a.json then stdout:write(json.encode({ ok = false, error = err }), "\n") else say("%s", err) end
+    return code
+  end
+  if a.json then
+    stdout:write(json.encode({ ok = true, file = t.file, dir = t.dir, name = t.name, bin = t.path,
+      description = doc.description, file_flags = json.array(flags) }), "\n")
+  else
+    wrap_report(t, doc, flags)
+  end
+  return 0
+end
+
+-- ---- hcp completion ---------------------------------------------------
+
+-- zsh autoloads the file `_hcp` as the body of the function _hcp, for both
+-- names of #compdef: that body defines the real functions, replaces _hcp by
+-- a dispatcher on $service, and calls it.
+local function zsh_completion(hcp_script, hcpx_script)
+  local function body(script, name)
+    script = script:gsub("^#compdef [^\n]*\n", "")
+    local stripped = script:gsub("\n_" .. name .. "\n$", "\n")
+    return stripped
+  end
+  local main = body(hcp_script, "hcp"):gsub("\n_hcp%(%) {", "\n_hcp_main() {", 1)
+  return table.concat({ "#compdef hcp hcpx", main, body(hcpx_script, "hcpx"),
+    "_hcp() {\n  case $service in\n    hcpx) _hcpx \"$@\" ;;\n    *) _hcp_main \"$@\" ;;\n  esac\n}\n",
+    '_hcp "$@"\n' }, "\n")
+end
+
+--- The completion script of hcp and hcpx for `shell` ("bash" or "zsh"),
+--- generated from the argparse definitions of the commands. bash: one file
+--- that completes both names (install it as completions/hcp, and hcpx as a
+--- link to it); zsh: the autoloaded function file `_hcp`.
+---@param shell "bash"|"zsh"
+---@return string
+function M.completion(shell)
+  local saved = prog
+  prog = "hcp"
+  local hcp_parser, hcpx_parser = build_parser(), build_hcpx_parser()
+  prog = saved
+  local head = string.format("# %s completion for hcp and hcpx (hcp-lua %s), generated by `hcp completion %s`.\n",
+    shell, hcp.version, shell)
+  if shell == "bash" then
+    -- argparse completes the choices of options, not of arguments: add the shells
+    local script = hcp_parser:get_bash_complete():gsub("\n        ''%)\n",
+      "\n        'completion')\n            COMPREPLY=($(compgen -W \"bash zsh\" -- \"$cur\"))\n            ;;%0", 1)
+    return head .. script .. "\n" .. hcpx_parser:get_bash_complete()
+  elseif shell == "zsh" then
+    local script = zsh_completion(hcp_parser:get_zsh_complete(), hcpx_parser:get_zsh_complete())
+    return (script:gsub("\n", "\n" .. head, 1))
+  end
+  error(string.format("completion: unknown shell %q (bash or zsh)", tostring(shell)), 2)
+end
+
+local function cmd_completion(a)
+  stdout:write(M.completion(a.shell))
   return 0
 end
 
@@ -390,7 +485,7 @@ function M.main(name, args)
   if rest then a.args = rest end
   if prog == "hcpx" then return cmd_run(a) end
   local handlers = { run = cmd_run, call = cmd_call, list = cmd_list, validate = cmd_validate,
-    doctor = cmd_doctor, wrap = cmd_wrap }
+    doctor = cmd_doctor, wrap = cmd_wrap, completion = cmd_completion }
   local handler = handlers[a.command]
   if not handler then
     stdout:write(parser:get_help(), "\n")
