@@ -713,8 +713,8 @@ int hcp_stage_build(const struct hcp_stage *st, int *where)
             fds[i] = b < 0 ? -1 : hcp_openat2(b, st->e[i].rel, O_PATH, 0,
                                               RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
             close_keep(b);
-        } else {
-            fds[i] = open(st->e[i].path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        } else {   /* the runtime's own paths, the operator's: followed as given */
+            fds[i] = open(st->e[i].path, O_PATH | O_CLOEXEC);
         }
         if (fds[i] < 0)
             return -1;

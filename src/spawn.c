@@ -164,30 +164,51 @@ static char **build_envp(lua_State *L)
     return v;
 }
 
-/* data_fds = { string, ... }: checked before anything is acquired. */
+/* data_fds = { string | { exe = path, beneath = dir }, ... }: checked
+ * before anything is acquired. */
 static int check_data(lua_State *L)
 {
     int t = lua_getfield(L, 1, "data_fds");
     lua_Integer n = t == LUA_TTABLE ? (lua_Integer)lua_rawlen(L, -1) : 0;
     if (t != LUA_TNIL && (t != LUA_TTABLE || n > HCP_DATA_FDS))
-        luaL_error(L, "spawn: option 'data_fds' must be an array of at most %d strings", HCP_DATA_FDS);
+        luaL_error(L, "spawn: option 'data_fds' must be an array of at most %d entries", HCP_DATA_FDS);
     for (lua_Integer i = 1; i <= n; i++) {
-        if (lua_rawgeti(L, -1, i) != LUA_TSTRING)
-            luaL_error(L, "spawn: data_fds[%I] must be a string", i);
+        int ty = lua_rawgeti(L, -1, i);
+        if (ty == LUA_TTABLE) {
+            int e = lua_getfield(L, -1, "exe"), b = lua_getfield(L, -2, "beneath");
+            if (e != LUA_TSTRING || lua_tostring(L, -2)[0] != '/' ||
+                (b != LUA_TNIL && (b != LUA_TSTRING || lua_tostring(L, -1)[0] != '/')))
+                luaL_error(L, "spawn: data_fds[%I].exe (and beneath) must be absolute paths", i);
+            lua_pop(L, 2);
+        } else if (ty != LUA_TSTRING) {
+            luaL_error(L, "spawn: data_fds[%I] must be a string or { exe =, beneath = }", i);
+        }
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
     return (int)n;
 }
 
-/* Each string of data_fds in a sealed-size memfd read from its start: the
- * child reads it at its own pace, and nothing here blocks on a pipe. */
+/* Each string of data_fds in a memfd read from its start: the child reads
+ * it at its own pace, and nothing here blocks on a pipe. An `exe` entry is
+ * that file, opened and checked as the binary itself is (beneath its
+ * directory, a regular executable file): a tool given it by descriptor
+ * (bwrap --ro-bind-fd) gets the file that was checked. */
 static const char *open_data(lua_State *L, proc_t *p, int n)
 {
     lua_getfield(L, 1, "data_fds");
     for (int i = 0; i < n; i++) {
         size_t len, off = 0;
-        lua_rawgeti(L, -1, i + 1);
+        if (lua_rawgeti(L, -1, i + 1) == LUA_TTABLE) {
+            int script, why;
+            lua_getfield(L, -1, "exe");
+            lua_getfield(L, -2, "beneath");
+            int err = hcp_exe_open(lua_tostring(L, -2), lua_tostring(L, -1), &p->tmp[T_DATA + i], &script, &why);
+            lua_pop(L, 3);
+            if (err)
+                return lua_pop(L, 1), errno = err, "data_fds: exe";
+            continue;
+        }
         const char *d = lua_tolstring(L, -1, &len);
         lua_pop(L, 1);   /* pinned by opts */
         int fd = memfd_create("hcp-data", MFD_CLOEXEC);

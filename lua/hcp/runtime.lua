@@ -33,7 +33,7 @@ local OPTIONS = {
   pack_dirs = "table", sandbox = "boolean", native_local = "boolean", allow_bins = "table",
   bindings = "table", policy = "table", isolation = "any", state_dir = "string",
   search_path = "string", out_dir = "string", driver = "string", strict = "boolean",
-  max_output = "number",
+  max_output = "number", run_as = "table", sockets = "table",
 }
 
 ---@class hcp.Runtime
@@ -113,6 +113,10 @@ function M.create(opts)
   local iso, ierr = check_isolation(opts.isolation)
   if not iso then return nil, ierr end
   self.isolation = iso
+  -- whom a root runtime's child runs as; the unix sockets packs may reach
+  local run_as, sockets = isolation.check_options(opts)
+  if not run_as then return nil, sockets end
+  self._run_as, self._sockets = run_as, sockets
 
   local driver_name = opts.driver or "local"
   if not M.DRIVERS[driver_name] then
@@ -380,12 +384,16 @@ function Runtime:_launch(L)
   local child_argv = { L.argv0 }
   for _, a in ipairs(argv) do child_argv[#child_argv + 1] = a end
 
-  -- §10.4: this call's layers
-  local iso_spec, applied, iso_cleanup = isolation.for_call(self._layers, {
+  -- §10.4: this call's layers and the child's view
+  local sockets, serr = isolation.sockets_for(self._sockets, L.pack and L.pack.name)
+  if not sockets then return fail(126, serr) end
+  local iso_spec, applied, iso_cleanup, iso_view = isolation.for_call(self._layers, {
     jail = ctx.jail, scratch = ctx.scratch, pack_root = L.pack and L.pack.root, bin_path = L.bin_path,
-    network = ctx.network, limits = L.pack and L.pack.wrap.limits,
+    bin_beneath = L.beneath, network = ctx.network, limits = L.pack and L.pack.wrap.limits,
+    run_as = self._run_as, sockets = sockets, driver = drv.name,
   })
-  ctx.iso_cleanup = iso_cleanup
+  if not iso_spec then return fail(126, applied) end
+  ctx.iso_cleanup, ctx.view = iso_cleanup, iso_view
   local layers = table.move(M.BASE_LAYERS, 1, #M.BASE_LAYERS, 1, {})
   for _, l in ipairs(applied) do layers[#layers + 1] = l end
   for _, l in ipairs(drv:layers(ctx)) do layers[#layers + 1] = l end
