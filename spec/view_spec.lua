@@ -186,7 +186,7 @@ local function eventually(f, ms)
   return f()
 end
 
-local ENOENT, EPERM, EACCES, EROFS, EINVAL, ECONNREFUSED = 2, 1, 13, 30, 22, 111
+local ENOENT = 2
 
 local BWRAP_ERR
 do
@@ -479,8 +479,8 @@ describe("view: no host root in the child", function()
   each_driver("other principals' jails, the state dir, the runtime's private dir, /home, /root are absent", function(driver)
     local state = "/var/tmp/hcp-spec-state-" .. PID .. "-" .. driver
     finally(function() core.rmtree(state) end)
-    local rt = runtime(driver, { sh_pack("ws", { workspace = { mode = "workspace" } }), sh_pack("eph", { workspace = { mode = "ephemeral" } }) },
-      { state_dir = state })
+    local rt = runtime(driver, { sh_pack("ws", { workspace = { mode = "workspace" } }),
+      sh_pack("eph", { workspace = { mode = "ephemeral" } }) }, { state_dir = state })
     local other = rt:call({ pack = "ws", principal = "alice", args = { "echo alice-secret > secret; pwd" } })
     assert.is_true(other.ok, other.error)
     local alice = other.stdout:match("[^\n]+")
@@ -634,7 +634,7 @@ describe("view: drivers at parity", function()
   each_driver("many arguments keep the environment exactly", function(driver)
     local rt = runtime(driver, { sh_pack("manyenv", { agent_env = { PACK_VAR = "v a=l" } }) })
     local args = { 'env | sort | grep -v "^PWD=\\|^SHLVL=\\|^_=\\|^TMPDIR="' }
-    for i = 1, 9500 do args[#args + 1] = "x" end
+    for _ = 1, 9500 do args[#args + 1] = "x" end
     local few = rt:call({ pack = "manyenv", args = { args[1] } })
     local lots = rt:call({ pack = "manyenv", args = args })
     assert.is_true(lots.ok, tostring(lots.error) .. (lots.stderr or ""))
@@ -706,7 +706,8 @@ describe("view: as an unprivileged user (nobody)", function()
         r = rt:call({ pack = "eph", args = { "i=0; while [ $i -lt 1200 ]; do mkdir d && cd d || break; i=$((i+1)); done; echo $i" } })
         local jr = rt:call({ pack = "eph", args = { "mkdir -p a/b && chmod 000 a/b a && pwd" } })
         local jail = (jr.stdout or ""):match("[^\n]+")
-        print(driver .. "_deep=" .. (r.stdout or ""):gsub("\n", "") .. " " .. driver .. "_locked_left=" .. tostring(jail and core.kind(jail) ~= nil))
+        print(driver .. "_deep=" .. (r.stdout or ""):gsub("\n", ""))
+        print(driver .. "_locked_left=" .. tostring(jail and core.kind(jail) ~= nil))
         local args = { 'echo $#' }
         for i = 1, 9500 do args[#args + 1] = "a" end
         print(driver .. "_many=" .. (rt:call({ pack = "sh", args = args }).stdout or ""):gsub("\n", ""))
