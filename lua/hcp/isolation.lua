@@ -208,7 +208,7 @@ local function limits_detail(probe)
     .. "; calls stay in the runtime's cgroup, and procs is RLIMIT_NPROC, per uid)"
 end
 
-local function layer_detail(l, probe, driver, used)
+local function layer_detail(l, probe, driver, used, run_as)
   if driver == "bwrap" and BY_BWRAP[l] then return "by bubblewrap" end
   if l == "landlock" and probe.landlock and probe.landlock.abi then
     return "ABI " .. probe.landlock.abi .. (probe.landlock.tcp and "; TCP bind/connect denied without network" or "")
@@ -218,7 +218,10 @@ local function layer_detail(l, probe, driver, used)
   elseif l == "rootfs" and probe.rootfs and probe.rootfs.available then
     return "the child sees only its view (" .. tostring(probe.rootfs.method) .. ")"
   elseif l == "run_as" and core.geteuid() == 0 then
-    if used then return "uid 65534, gid 65534 unless run_as says otherwise" end
+    if not (run_as and math.type(run_as.uid) == "integer" and math.type(run_as.gid) == "integer") then
+      run_as = M.DEFAULT_RUN_AS
+    end
+    if used then return string.format("the child runs as uid %d, gid %d", run_as.uid, run_as.gid) end
     return "NOT USED: " .. M.ROOT_WARNING
   elseif l == "limits" then
     return limits_detail(probe)
@@ -233,8 +236,9 @@ end
 ---@param option any isolation option
 ---@param mode string?
 ---@param driver string?
+---@param run_as { uid: integer, gid: integer }? the runtime's run_as option
 ---@return { name: string, available: boolean, used: boolean, reason: string?, detail: string? }[]
-function M.report(option, mode, driver)
+function M.report(option, mode, driver, run_as)
   local probe = M.probe()
   driver = driver or "local"
   local auto = M.choose(option or "auto", mode or "sandbox", driver) or {}
@@ -245,7 +249,7 @@ function M.report(option, mode, driver)
     local used = auto[l] == true or by_bwrap
     if l == "run_as" and core.geteuid() ~= 0 then why = "not needed: the runtime is not root (the child keeps its uid)" end
     out[#out + 1] = { name = l, available = ok, used = used, reason = (not ok) and why or nil,
-      detail = layer_detail(l, probe, driver, used) }
+      detail = layer_detail(l, probe, driver, used, type(run_as) == "table" and run_as or nil) }
   end
   return out
 end
