@@ -473,8 +473,8 @@ describe("as nobody (a user namespace first)", function()
         rw = { w } }, pidns = true, ipcns = true })
       print("top=" .. r.stdout:gsub("\n", ","))
       -- the legacy remounts must keep the flags the kernel locked in the user namespace
-      r = sh("ls /; touch /usr/x 2>&1", { rootfs = { ro = { "/usr", "/bin", "/lib", "/lib64", "/sys/fs/cgroup" }, rw = { w }, legacy = true },
-        pidns = true })
+      r = sh("ls /; touch /usr/x 2>&1", { rootfs = { ro = { "/usr", "/bin", "/lib", "/lib64", "/sys/fs/cgroup" }, rw = { w },
+        legacy = true }, pidns = true })
       print("legacy=" .. r.stdout:gsub("\n", ",") .. tostring(r.err):gsub(" ", "_"))
       r = sh("true", { run_as = { uid = 4321, gid = 4321 } })
       print("run_as=" .. tostring(r.err):gsub(" ", "_"))
