@@ -264,6 +264,18 @@ describe("isolation.rootfs", function()
     if core.kind("/etc/localtime") == "link" then assert.matches("tz\n$", r.stdout) end
   end)
 
+  it("a rw path under /dev/shm (a runtime whose TMPDIR is there) is bound into the private /dev/shm", function()
+    if not need("rootfs") then return end
+    local shm = assert(core.mkdtemp("/dev/shm", "hcp-spec-"))
+    finally(function() core.rmtree(shm) end)
+    local r = sh("pwd; echo x > f && echo wrote; ls /dev/shm", { rootfs = { ro = SYS, rw = { shm } } }, { cwd = shm })
+    assert.equal(shm .. "\nwrote\n" .. shm:match("[^/]+$") .. "\n", r.stdout)
+    assert.equal("x\n", S.read(shm .. "/f"))
+    local p, msg = spawn({ "/bin/true" }, { rootfs = { rw = { "/dev/shm" } } })
+    assert.is_nil(p)
+    assert.equal("spawn: isolation: rootfs: /dev/shm: reserved: the view has its own /dev, /proc and /tmp", msg)
+  end)
+
   it("building a view writes nothing on the host", function()
     if not need("rootfs") then return end
     local before = table.concat(core.listdir("/usr"), ",") .. "|" .. table.concat(core.listdir("/"), ",")

@@ -500,6 +500,16 @@ describe("view: no host root in the child", function()
     end
   end)
 
+  it("a list cannot ask for a view the child could undo, nor run_as without the view", function()
+    assert.same({ nil, 'sandbox: isolation "rootfs" needs "caps" (a child with capabilities could remount its view)' },
+      { hcp.create({ isolation = { "rootfs", "pidns" } }) })
+    if IS_ROOT then
+      assert.same({ nil, 'sandbox: isolation "run_as" needs "rootfs" (the child reaches its jail through the constructed root)' },
+        { hcp.create({ isolation = { "run_as", "caps" } }) })
+    end
+    assert.is_table((hcp.create({ isolation = { "rootfs", "caps" } })))
+  end)
+
   it("hcp doctor says what a root child can do under \"minimal\", and results list only what was applied", function()
     if not IS_ROOT then pending("root only") return end
     local d = hcp.doctor({ isolation = "minimal" })

@@ -142,7 +142,8 @@ static const char *reserved(const char *p)
 {
     if (strcmp(p, "/") == 0)
         return "the host's root cannot be part of the view";
-    if (under("/dev", p) || under("/proc", p) || strcmp(p, "/tmp") == 0)
+    if ((under("/dev", p) && !(under("/dev/shm", p) && strcmp(p, "/dev/shm") != 0)) ||
+        under("/proc", p) || strcmp(p, "/tmp") == 0)
         return "reserved: the view has its own /dev, /proc and /tmp";
     return NULL;
 }
@@ -409,9 +410,10 @@ int hcp_bind_tree(int src_fd, int tgt_fd, unsigned long long set, int legacy,
 
 /* ---- building the view (child) ------------------------------------------ */
 
-/* The tmpfs mounts we made (our root, the private /tmp): the only places a
- * mount point may be created. */
-static dev_t own_dev[2];
+/* The tmpfs mounts we made (our root, /dev, the private /tmp and /dev/shm):
+ * the only places a mount point may be created (/dev is read-only by then:
+ * only its /dev/shm takes any). */
+static dev_t own_dev[4];
 static int n_own;
 
 static int own(int fd)
@@ -428,7 +430,7 @@ static int own(int fd)
 static void add_own(const char *path)
 {
     struct stat st;
-    if (n_own < 2 && stat(path, &st) == 0)
+    if (n_own < 4 && stat(path, &st) == 0)
         own_dev[n_own++] = st.st_dev;
 }
 
@@ -570,6 +572,8 @@ static int place_dev(int root, int old, const struct hcp_rootfs *rf)
     if (mkdirat(dev, "shm", 01777) < 0 ||
         mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, rf->tmp_opts) < 0)
         return fail_close(dev, -1);
+    add_own("/dev");
+    add_own("/dev/shm");   /* a runtime whose TMPDIR is /dev/shm has its jails there */
     struct hcp_mount_attr a = { MOUNT_ATTR_RDONLY, 0, 0, 0 };
     long r = rf->legacy ? -1 : syscall(SYS_mount_setattr, dev, "", AT_EMPTY_PATH, &a, sizeof a);
     if (r < 0 && (rf->legacy || errno == ENOSYS))

@@ -105,6 +105,10 @@ local function choose_list(option, driver, probe)
   if chosen.run_as and driver ~= "bwrap" and not chosen.rootfs then
     return nil, 'sandbox: isolation "run_as" needs "rootfs" (the child reaches its jail through the constructed root)'
   end
+  -- a child that kept capabilities could unmount or remount its own view
+  if chosen.rootfs and not chosen.caps then
+    return nil, 'sandbox: isolation "rootfs" needs "caps" (a child with capabilities could remount its view)'
+  end
   if chosen.landlock and availability("scopes", probe) then chosen.scopes = true end
   return chosen
 end
@@ -126,6 +130,7 @@ function M.choose(option, mode, driver)
     if not skip and availability(l, probe) then chosen[l] = true end
   end
   if chosen.run_as and driver ~= "bwrap" and not chosen.rootfs then chosen.run_as = nil end
+  if chosen.rootfs and not chosen.caps then chosen.rootfs, chosen.run_as = nil, nil end
   return chosen
 end
 
