@@ -215,6 +215,7 @@ end
 
 local function layer_detail(l, probe, driver, used, run_as)
   if driver == "bwrap" and BY_BWRAP[l] then return "by bubblewrap" end
+  if driver == "bwrap" and NOT_WITH_BWRAP[l] then return "not with driver bwrap: " .. NOT_WITH_BWRAP[l] end
   if l == "landlock" and probe.landlock and probe.landlock.abi then
     return "ABI " .. probe.landlock.abi .. (probe.landlock.tcp and "; TCP bind/connect denied without network" or "")
   elseif l == "scopes" then
