@@ -241,7 +241,7 @@ describe("view: host unix sockets", function()
   -- A pathname server in `dir` (made for it, removed after); its socket path
   -- and the file it notes connections in.
   local function serve_path(dir)
-    core.mkdir(dir)
+    if not core.mkdir(dir) then return nil end -- /run, not as root: the root run covers it
     dirs[#dirs + 1] = dir
     assert(os.execute("chmod 755 " .. q(dir)))
     local sock, flag = dir .. "/s.sock", dir .. "/connected"
@@ -264,11 +264,11 @@ describe("view: host unix sockets", function()
 
   local socks
   setup(function()
-    socks = {
-      serve_path("/tmp/hcp-spec-sock-" .. PID),
-      serve_path("/var/tmp/hcp-spec-sock-" .. PID),
-      serve_path("/run/hcp-spec-sock-" .. PID),
-    }
+    socks = {}
+    for _, d in ipairs({ "/tmp", "/var/tmp", "/run" }) do
+      socks[#socks + 1] = serve_path(d .. "/hcp-spec-sock-" .. PID)
+    end
+    assert.is_true(#socks >= 2)
   end)
 
   it("(the servers answer a client that is not sandboxed)", function()
