@@ -171,19 +171,22 @@ describe("attack: privilege escalation", function()
   it("a setuid binary cannot change the child's user: no_new_privs holds", function()
     if core.getpid and S.sh("id -u") ~= "0\n" then pending("needs root to make a setuid-to-nobody copy") return end
     local dir = S.tmpdir("suid-")
-    assert(os.execute(string.format("cp /usr/bin/id '%s/suid-id' && chown nobody '%s/suid-id' && chmod 4755 '%s/suid-id'", dir, dir, dir)))
+    -- owned by a uid that is neither root nor the child's own (run_as: 65534)
+    assert(os.execute(string.format("cp /usr/bin/id '%s/suid-id' && chown 12345 '%s/suid-id' && chmod 4755 '%s/suid-id'"
+      .. " && chmod 755 '%s'", dir, dir, dir, dir)))
     -- outside the sandbox the setuid bit takes effect (else this host ignores it here)
     local outside = S.sh(string.format("'%s/suid-id' -u", dir))
-    if outside ~= "65534\n" then
+    if outside ~= "12345\n" then
       pending("setuid is not honoured on " .. dir .. " (nosuid mount?): cannot show no_new_privs")
       return
     end
-    local rt = assert(hcp.create({ allow_bins = { dir .. "/suid-id" } }))
+    local rt = assert(hcp.create({ allow_bins = { dir .. "/suid-id", "/usr/bin/id" } }))
+    local plain = rt:exec({ bin = "/usr/bin/id", args = { "-u" } })
+    assert.is_true(plain.ok, plain.error)
     local res = rt:exec({ bin = dir .. "/suid-id", args = { "-u" } })
     assert.is_true(res.ok, res.error)
-    assert.equal("0\n", res.stdout)
-    local status = rt:exec({ bin = dir .. "/suid-id", args = { "-u" } })
-    assert.equal("0\n", status.stdout)
+    assert.equal(plain.stdout, res.stdout)
+    assert.not_equal("12345\n", res.stdout)
     assert.truthy(table.concat(res.isolation, ","):find("no_new_privs", 1, true))
   end)
 

@@ -150,16 +150,22 @@ local function pack_info(rt, dir)
 end
 
 local rts = {}
-local function runtime(isolation)
-  local key = isolation or "default"
+local function runtime(isolation, driver)
+  local key = (isolation or "default") .. "/" .. (driver or "local")
   if not rts[key] then
     -- workspace-mode packs keep their jails here, never in the real $HOME;
     -- --output files are written back here, never in the checkout
     local dir = S.tmpdir("examples-")
-    rts[key] = assert(hcp.create({ pack_dirs = { DIR }, isolation = isolation,
+    rts[key] = assert(hcp.create({ pack_dirs = { DIR }, isolation = isolation, driver = driver,
       state_dir = dir, out_dir = dir }))
   end
   return rts[key]
+end
+
+local BWRAP_ERR
+do
+  local rt, err = hcp.create({ driver = "bwrap" })
+  if rt then rt:close() else BWRAP_ERR = tostring(err) end
 end
 
 teardown(function()
@@ -272,27 +278,33 @@ for _, dir in ipairs(DIRS) do
 end
 
 describe("packs-examples with isolation = \"auto\" given explicitly", function()
-  it("every example runs unchanged", function()
-    local rt = runtime("auto")
-    assert.same({}, rt:problems())
-    local n = 0
-    for _, dir in ipairs(DIRS) do
-      local m = manifest_of(dir)
-      for op in pairs(m.ops or {}) do
-        if EXAMPLES[m.name] and EXAMPLES[m.name][op] then
-          local res = rt:call(request(m.name, op))
-          check_output(m.name, op, res)
-          -- every layer the runtime applies is applied to this call (none of
-          -- the examples declares network access, so netns is among them)
-          local got = {}
-          for _, l in ipairs(res.isolation) do got[l] = true end
-          for _, l in ipairs(rt:layers()) do assert.is_true(got[l], m.name .. "." .. op .. ": no " .. l) end
-          n = n + 1
+  for _, driver in ipairs({ "local", "bwrap" }) do
+    it("every example runs unchanged [" .. driver .. "]", function()
+      if driver == "bwrap" and BWRAP_ERR then pending("bwrap unavailable: " .. BWRAP_ERR) return end
+      local rt = runtime("auto", driver)
+      assert.same({}, rt:problems())
+      local n = 0
+      for _, dir in ipairs(DIRS) do
+        local m = manifest_of(dir)
+        for op in pairs(m.ops or {}) do
+          if EXAMPLES[m.name] and EXAMPLES[m.name][op] then
+            local res = rt:call(request(m.name, op))
+            check_output(m.name, op, res)
+            -- every layer the runtime applies is applied to this call (none of
+            -- the examples declares network access, so netns is among them)
+            local got = {}
+            for _, l in ipairs(res.isolation) do got[l] = true end
+            for _, l in ipairs(rt:layers()) do assert.is_true(got[l], m.name .. "." .. op .. ": no " .. l) end
+            -- the constructed view, by the core or by bubblewrap
+            assert.is_true(got.rootfs == true or not core.probe().rootfs.available, m.name .. "." .. op .. ": no rootfs")
+            assert.equal(driver == "bwrap", got.bwrap == true, m.name .. "." .. op)
+            n = n + 1
+          end
         end
       end
-    end
-    assert.is_true(n >= 20, "only " .. n .. " examples ran")
-  end)
+      assert.is_true(n >= 20, "only " .. n .. " examples ran")
+    end)
+  end
 end)
 
 describe("packs-examples hardening", function()

@@ -81,7 +81,9 @@ describe("isolation: filesystem (landlock)", function()
     assert.not_matches("s3cret", res.stdout)
     assert.matches("up:[1-9]", res.stdout)
     if root_secret then assert.matches("root:[1-9]", res.stdout) end
-    assert.matches("Permission denied", res.stderr)
+    -- Landlock denies; with the constructed root (rootfs) the path is not even there
+    assert.is_truthy(res.stderr:find("Permission denied", 1, true) or
+      (LAYERS.rootfs and res.stderr:find("No such file or directory", 1, true)), res.stderr)
   end)
 
   it("the child may read the system directories and its pack root, and write its TMPDIR", function()

@@ -813,7 +813,9 @@ for _, driver in ipairs({ "local", "bwrap" }) do
           local secret = S.write(S.tmpdir("secret-") .. "/s", "s")
           sh(string.format("ln -s '%s' '%s/escape'", secret, out))
           local pack = MODE_PACK[mode]
-          local markdir = mode == "none" and parent .. "/" .. pack or jail_of(state, pack)
+          -- mode none: the pack root is read-only to the child (issue 10), so the
+          -- marker of the control cannot be left there; its output shows it ran
+          local markdir = mode ~= "none" and jail_of(state, pack)
           local before_out = listing(out)
           for _, args in ipairs(REFUSED) do
             local res = run(rt, pack, "touch spawned-marker; echo ran", table.unpack(args))
@@ -821,15 +823,17 @@ for _, driver in ipairs({ "local", "bwrap" }) do
             assert.equal(126, res.exit, what)
             assert.is_nil(res.stdout, what)
             assert.matches("^%a+: ", res.error, nil, what)
-            assert.is_nil(core.kind(markdir .. "/spawned-marker"), what)
+            if markdir then assert.is_nil(core.kind(markdir .. "/spawned-marker"), what) end
             assert.same(before_out, listing(out), what)
           end
           -- the control: the same script with a good reference leaves the marker
           S.write(out .. "/ok.txt", "ok")
           local res = run(rt, pack, "touch spawned-marker; echo ran", "--file", "ok.txt")
           assert.equal("ran\n", res.stdout)
-          assert.equal("file", core.kind(markdir .. "/spawned-marker"))
-          os.remove(markdir .. "/spawned-marker")
+          if markdir then
+            assert.equal("file", core.kind(markdir .. "/spawned-marker"))
+            os.remove(markdir .. "/spawned-marker")
+          end
         end)
       end
     end)

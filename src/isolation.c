@@ -28,7 +28,8 @@
 static const struct { const char *name; unsigned bit; } layer_names[] = {
     { "landlock", ISO_LANDLOCK }, { "seccomp", ISO_SECCOMP },
     { "netns", ISO_NETNS }, { "pidns", ISO_PIDNS }, { "caps", ISO_CAPS },
-    { "rlimits", ISO_RLIMITS }, { "cgroup", ISO_CGROUP },
+    { "rlimits", ISO_RLIMITS }, { "cgroup", ISO_CGROUP }, { "rootfs", ISO_ROOTFS },
+    { "ipcns", ISO_IPCNS }, { "run_as", ISO_RUN_AS }, { "stage", ISO_STAGE },
 };
 #define NLAYERS (sizeof layer_names / sizeof layer_names[0])
 
@@ -67,19 +68,52 @@ static int check_path(lua_State *L, int idx, const char *what)
     return 0;
 }
 
-/* landlock = { read = {paths}, write = {paths} }, both optional */
-static int check_landlock(lua_State *L, int t)
+int hcp_iso_path_list(lua_State *L, int list, const char *what, const char *each)
+{
+    lua_Integer n = (lua_Integer)lua_rawlen(L, list), count = 0;
+    if (!lua_istable(L, list))
+        luaL_error(L, "spawn: isolation: %s must be an array of paths", what);
+    lua_pushnil(L);
+    while (lua_next(L, list)) {
+        lua_pop(L, 1);
+        count++;
+    }
+    if (count != n)
+        luaL_error(L, "spawn: isolation: %s must be an array of paths", what);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, list, i);
+        if (check_path(L, -1, each) < 0)
+            return -1;
+        lua_pop(L, 1);
+    }
+    return 0;
+}
+
+/* landlock = { read = {paths}, write = {paths}, scopes = bool, tcp = bool },
+ * all optional. The filesystem is handled when read or write is given, or
+ * when neither scopes nor tcp is (an empty table denies every file). */
+static int check_landlock(lua_State *L, int t, struct hcp_isolation *iso)
 {
     static const char *const lists[] = { "read", "write" };
     if (!lua_istable(L, t))
         luaL_error(L, "spawn: isolation: landlock must be a table");
     lua_pushnil(L);
     while (lua_next(L, t)) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
+        if (strcmp(k, "scopes") == 0 || strcmp(k, "tcp") == 0) {
+            if (!lua_isboolean(L, -1))
+                luaL_error(L, "spawn: isolation: landlock.%s must be a boolean", k);
+            if (lua_toboolean(L, -1))
+                *(k[0] == 's' ? &iso->ll_scopes : &iso->ll_tcp) = 1;
+        } else if (strcmp(k, "read") == 0 || strcmp(k, "write") == 0) {
+            iso->ll_fs = 1;
+        } else {
+            luaL_error(L, "spawn: isolation: landlock: unknown key (read, write, scopes, tcp)");
+        }
         lua_pop(L, 1);
-        if (lua_type(L, -1) != LUA_TSTRING ||
-            (strcmp(lua_tostring(L, -1), "read") != 0 && strcmp(lua_tostring(L, -1), "write") != 0))
-            luaL_error(L, "spawn: isolation: landlock: unknown key (read, write)");
     }
+    if (!iso->ll_scopes && !iso->ll_tcp)
+        iso->ll_fs = 1;
     for (int k = 0; k < 2; k++) {
         lua_pushstring(L, lists[k]);
         int ty = lua_rawget(L, t);
@@ -87,26 +121,38 @@ static int check_landlock(lua_State *L, int t)
             lua_pop(L, 1);
             continue;
         }
-        int list = lua_gettop(L);
-        lua_Integer n = (lua_Integer)lua_rawlen(L, list), count = 0;
         if (ty != LUA_TTABLE)
             luaL_error(L, "spawn: isolation: landlock.%s must be an array of paths", lists[k]);
-        lua_pushnil(L);
-        while (lua_next(L, list)) {
-            lua_pop(L, 1);
-            count++;
-        }
-        if (count != n)
-            luaL_error(L, "spawn: isolation: landlock.%s must be an array of paths", lists[k]);
-        for (lua_Integer i = 1; i <= n; i++) {
-            lua_rawgeti(L, list, i);
-            if (check_path(L, -1, "landlock path") < 0)
-                return -1;
-            lua_pop(L, 1);
-        }
+        if (hcp_iso_path_list(L, lua_gettop(L), k ? "landlock.write" : "landlock.read", "landlock path") < 0)
+            return -1;
         lua_pop(L, 1);
     }
     return 0;
+}
+
+/* run_as = { uid = N, gid = N }: ids other than 0 */
+static void check_run_as(lua_State *L, int t, struct hcp_isolation *iso)
+{
+    if (!lua_istable(L, t))
+        luaL_error(L, "spawn: isolation: run_as must be a table { uid =, gid = }");
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
+        if (strcmp(k, "uid") != 0 && strcmp(k, "gid") != 0)
+            luaL_error(L, "spawn: isolation: run_as: unknown key (uid, gid)");
+        lua_pop(L, 1);
+    }
+    for (int k = 0; k < 2; k++) {
+        const char *name = k ? "gid" : "uid";
+        lua_getfield(L, t, name);
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > 0x7ffffffe)
+            luaL_error(L, "spawn: isolation: run_as.%s must be an integer from 1 to 2147483646", name);
+        if (k)
+            iso->run_gid = (gid_t)lua_tointeger(L, -1);
+        else
+            iso->run_uid = (uid_t)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+    }
 }
 
 static void check_rlimits(lua_State *L, int t, struct hcp_isolation *iso)
@@ -149,8 +195,16 @@ int hcp_iso_check(lua_State *L, int opts, struct hcp_isolation *iso)
         unsigned bit = layer_bit(L, -2);
         int v = lua_gettop(L);
         if (bit == ISO_LANDLOCK) {
-            if (check_landlock(L, v) < 0)
+            if (check_landlock(L, v, iso) < 0)
                 return -1;
+        } else if (bit == ISO_ROOTFS) {
+            if (hcp_rootfs_check(L, v) < 0)
+                return -1;
+        } else if (bit == ISO_STAGE) {
+            if (hcp_stage_check(L, v, &iso->stage) < 0)
+                return -1;
+        } else if (bit == ISO_RUN_AS) {
+            check_run_as(L, v, iso);
         } else if (bit == ISO_RLIMITS) {
             check_rlimits(L, v, iso);
         } else if (bit == ISO_CGROUP) {
@@ -219,14 +273,27 @@ static int prepare_landlock(lua_State *L, int ll, struct hcp_isolation *iso, int
     int abi = hcp_landlock_abi();
     if (abi < 0)
         return layer_error(L, errno, "landlock", NULL);
-    struct landlock_ruleset_attr attr;
+    const char *need = iso->ll_scopes && abi < 6 ? "scopes (abstract unix sockets, signals) need ABI 6"
+                     : iso->ll_tcp && abi < 4 ? "tcp needs ABI 4" : NULL;
+    if (need) {
+        lua_pushfstring(L, "spawn: isolation: landlock: %s; this kernel has ABI %d", need, abi);
+        return EOPNOTSUPP;
+    }
+    struct hcp_landlock_attr attr;
     memset(&attr, 0, sizeof attr);
-    attr.handled_access_fs = hcp_landlock_rights(abi, LL_HANDLED);
+    if (iso->ll_fs)
+        attr.handled_access_fs = hcp_landlock_rights(abi, LL_HANDLED);
+    if (iso->ll_tcp)
+        attr.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
+    if (iso->ll_scopes)
+        attr.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
     int fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0U);
     if (fd < 0)
         return layer_error(L, errno, "landlock", "create ruleset");
     *fdp = iso->landlock_fd = fd;
     iso->landlock_abi = abi;
+    if (!iso->ll_fs)
+        return 0;
     int err = add_rules(L, ll, "read", iso);
     return err ? err : add_rules(L, ll, "write", iso);
 }
@@ -272,10 +339,10 @@ int hcp_iso_prepare(lua_State *L, int opts, struct hcp_isolation *iso,
                     int *landlock_fd, int *cgroup_fd)
 {
     if (!iso->layers)
-        return 0;
+        return lua_newtable(L), 0;
     iso->uid = geteuid();
     iso->gid = getegid();
-    iso->userns = iso->uid != 0 && (iso->layers & (ISO_NETNS | ISO_PIDNS));
+    iso->userns = iso->uid != 0 && (iso->layers & (ISO_NETNS | ISO_PIDNS | ISO_ROOTFS | ISO_IPCNS));
     if ((iso->layers & ISO_SECCOMP) && !hcp_iso_seccomp_supported()) {
         lua_pushliteral(L, "spawn: isolation: seccomp: unsupported architecture");
         return ENOSYS;
@@ -283,6 +350,8 @@ int hcp_iso_prepare(lua_State *L, int opts, struct hcp_isolation *iso,
     if (iso->layers & ISO_CAPS)
         iso->cap_last = read_cap_last();
     int top = lua_gettop(L), err = 0;
+    lua_newtable(L);   /* pins what the plan points into, until the fork */
+    int pin = top + 1;
     lua_getfield(L, opts, "isolation");
     int it = lua_gettop(L);
     if (iso->layers & ISO_LANDLOCK) {
@@ -293,12 +362,16 @@ int hcp_iso_prepare(lua_State *L, int opts, struct hcp_isolation *iso,
         lua_getfield(L, it, "cgroup");
         err = prepare_cgroup(L, lua_tostring(L, -1), iso, cgroup_fd);
     }
+    if (!err && (iso->layers & ISO_ROOTFS)) {
+        lua_getfield(L, it, "rootfs");
+        err = hcp_rootfs_prepare(L, lua_gettop(L), pin, (iso->layers & ISO_PIDNS) != 0, &iso->rootfs);
+    }
     if (err) {   /* keep only the message */
         lua_replace(L, top + 1);
         lua_settop(L, top + 1);
         return err;
     }
-    lua_settop(L, top);
+    lua_settop(L, pin);
     return 0;
 }
 

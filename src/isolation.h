@@ -13,13 +13,40 @@
 enum {
     ISO_LANDLOCK = 1 << 0, ISO_SECCOMP = 1 << 1, ISO_NETNS = 1 << 2,
     ISO_PIDNS = 1 << 3, ISO_CAPS = 1 << 4, ISO_RLIMITS = 1 << 5,
-    ISO_CGROUP = 1 << 6,
+    ISO_CGROUP = 1 << 6, ISO_ROOTFS = 1 << 7, ISO_IPCNS = 1 << 8,
+    ISO_RUN_AS = 1 << 9, ISO_STAGE = 1 << 10,
 };
 
 #define HCP_NRLIMITS 5
 #define HCP_PROC_RULES 8
+#define HCP_STAGE_MAX 16
 
 struct hcp_rlim { int resource; unsigned long long value; };
+
+/* The constructed root (rootfs.c): what the child's "/" holds, planned in
+ * the parent (sorted so a directory comes before what is mounted inside
+ * it, sources resolved), built in the child. */
+enum { RF_BIND, RF_LINK, RF_DEV, RF_TMP, RF_PROC };
+struct hcp_rootfs_ent {
+    const char *dest;   /* where in the child's view: the host path asked for */
+    const char *src;    /* RF_BIND: the host's real path; RF_LINK: the link's target */
+    unsigned char kind, rw, isdir;
+};
+struct hcp_rootfs {
+    int n;
+    struct hcp_rootfs_ent *e;   /* pinned by the table hcp_iso_prepare leaves */
+    int legacy;                 /* mount(2) and remounts only (the pre-5.12 path) */
+    char tmp_opts[64];          /* tmpfs options of /tmp and /dev/shm */
+};
+
+/* Paths made reachable for a process that drops privileges before it
+ * builds its own view (the bwrap driver): path i (1-based) is bound at
+ * /tmp/<i> of a private mount namespace. `beneath`: opened beneath that
+ * directory, refusing any escape (a relative wrap.bin). */
+struct hcp_stage {
+    int n;
+    struct { const char *path, *beneath, *rel; } e[HCP_STAGE_MAX];
+};
 
 struct hcp_isolation {
     unsigned layers;                    /* ISO_* asked for */
@@ -36,6 +63,11 @@ struct hcp_isolation {
      * own), so the child adds their rules itself, after its mounts. */
     int landlock_abi, nproc_rules;
     struct { const char *path; int which; } proc_rules[HCP_PROC_RULES];
+    int ll_fs, ll_tcp, ll_scopes;       /* what the Landlock ruleset handles */
+    uid_t run_uid;                      /* run_as */
+    gid_t run_gid;
+    struct hcp_rootfs rootfs;
+    struct hcp_stage stage;
 };
 
 /* ---- parent side (isolation.c) ------------------------------------------ */
@@ -47,13 +79,47 @@ int hcp_iso_check(lua_State *L, int opts, struct hcp_isolation *iso);
 
 /* Prepares what the parent can before fork: the Landlock ruleset and the
  * cgroup.procs descriptor, stored into *landlock_fd and *cgroup_fd as soon
- * as they are open (the caller closes them). Returns 0, or an errno with
+ * as they are open (the caller closes them); the plan of the constructed
+ * root. Returns 0 with one value pushed (a table pinning the plan's
+ * strings, to keep until the fork), or an errno with
  * "spawn: isolation: <layer>: <reason>" pushed. */
 int hcp_iso_prepare(lua_State *L, int opts, struct hcp_isolation *iso,
                     int *landlock_fd, int *cgroup_fd);
 
+/* Checks the table at `list` is an array of absolute paths (a caller's
+ * mistake raises, naming `what`, or `each` for one path); a NUL byte pushes
+ * a refusal and returns -1. */
+int hcp_iso_path_list(lua_State *L, int list, const char *what, const char *each);
+
 /* core.probe() (isolation_probe.c) */
 int hcp_probe(lua_State *L);
+
+/* ---- the constructed root (rootfs.c) ------------------------------------ */
+
+/* Reads isolation.rootfs = { ro =, rw =, tmp_mb =, legacy = } (raises on a
+ * mistake; -1 with a refusal pushed). */
+int hcp_rootfs_check(lua_State *L, int t);
+/* Plans it into *rf (strings pinned in the table at `pin`); /proc is part
+ * of it only with a pid namespace. 0, or an errno with the message pushed. */
+int hcp_rootfs_prepare(lua_State *L, int t, int pin, int with_proc, struct hcp_rootfs *rf);
+/* In the child, in a fresh mount namespace: builds the root and pivots into
+ * it. -1 with errno, *where the entry that failed (or RF_AT_*). */
+enum { RF_AT_SETUP = -1, RF_AT_FINISH = -2 };
+int hcp_rootfs_build(const struct hcp_rootfs *rf, int *where);
+/* What `where` names, for the error message. */
+const char *hcp_rootfs_where(const struct hcp_rootfs *rf, int where);
+
+/* isolation.stage = { path | { path =, beneath = }, ... } */
+int hcp_stage_check(lua_State *L, int t, struct hcp_stage *st);
+/* In the child: a private mount namespace with each path at /tmp/<i>. */
+int hcp_stage_build(const struct hcp_stage *st, int *where);
+
+/* Binds the tree at src_fd onto tgt_fd (both opened in the current mount
+ * namespace) with MOUNT_ATTR_* `set` applied to every mount of it; the
+ * mount API where the kernel has it, else mount(2) through `proc` (a
+ * "/proc/self/fd" of this process) and remounts. */
+int hcp_bind_tree(int src_fd, int tgt_fd, unsigned long long set, int legacy,
+                  const char *proc, const char *dest);
 
 /* ---- Landlock, seccomp (isolation_child.c) ------------------------------ */
 
@@ -77,8 +143,14 @@ int hcp_iso_userns(const struct hcp_isolation *iso);
 int hcp_iso_netns(void);
 int hcp_iso_pidns_unshare(void);
 int hcp_iso_pidns_mounts(void);   /* in the grandchild, pid 1 */
+int hcp_iso_ipcns(void);
 int hcp_iso_rlimits(const struct hcp_isolation *iso);
-int hcp_iso_caps(int cap_last);
+/* run_as without caps: setgroups, setresgid, setresuid (the kernel then
+ * clears the capabilities of a former root), checked. */
+int hcp_iso_run_as(const struct hcp_isolation *iso);
+/* With run_as (iso not NULL) the ids change between the bounding-set drop
+ * (which needs CAP_SETPCAP) and the capset that empties every set. */
+int hcp_iso_caps(int cap_last, const struct hcp_isolation *run_as);
 int hcp_iso_landlock(const struct hcp_isolation *iso, int ruleset_fd);
 int hcp_iso_seccomp(void);        /* -1/ENOSYS off x86_64 */
 

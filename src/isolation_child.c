@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <grp.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -56,8 +57,8 @@ int hcp_landlock_abi(void)
 }
 
 /* Only the rights the running ABI knows may be handled (else EINVAL). The
- * ABI 4 (network) and ABI 6 (scopes) additions are not filesystem rights:
- * the network is the netns layer's business. */
+ * ABI 4 (TCP) and ABI 6 (scopes) additions are not filesystem rights: they
+ * go in their own words of the ruleset (isolation.c). */
 unsigned long long hcp_landlock_rights(int abi, int which)
 {
     unsigned long long handled = (LANDLOCK_ACCESS_FS_REFER - 1);   /* ABI 1: bits 0..12 */
@@ -100,12 +101,19 @@ int hcp_landlock_add(int ruleset_fd, const char *path, int which, int abi)
     return r < 0 ? -1 : 0;
 }
 
+/* The rules on what exists only in the child: paths on the child's own
+ * procfs, and the private /tmp and /dev/shm of a constructed root (tmpfs
+ * mounts the parent never saw). */
 int hcp_iso_landlock(const struct hcp_isolation *iso, int ruleset_fd)
 {
     for (int i = 0; i < iso->nproc_rules; i++)
         if (hcp_landlock_add(ruleset_fd, iso->proc_rules[i].path, iso->proc_rules[i].which,
                              iso->landlock_abi) < 0)
             return -1;
+    if (iso->ll_fs && (iso->layers & ISO_ROOTFS) &&
+        (hcp_landlock_add(ruleset_fd, "/tmp", LL_WRITE, iso->landlock_abi) < 0 ||
+         hcp_landlock_add(ruleset_fd, "/dev/shm", LL_WRITE, iso->landlock_abi) < 0))
+        return -1;
     return (int)syscall(SYS_landlock_restrict_self, ruleset_fd, 0U);
 }
 
@@ -189,6 +197,13 @@ int hcp_iso_netns(void)
     return unshare(CLONE_NEWNET);
 }
 
+/* SysV IPC and POSIX message queues of our own: the host's segments are not
+ * there, and what the child makes dies with the namespace. */
+int hcp_iso_ipcns(void)
+{
+    return unshare(CLONE_NEWIPC);
+}
+
 /* Our next child is pid 1 of the new pid namespace; the mount namespace
  * lets it mount its own /proc without touching ours. */
 int hcp_iso_pidns_unshare(void)
@@ -221,16 +236,41 @@ int hcp_iso_rlimits(const struct hcp_isolation *iso)
     return 0;
 }
 
+/* Groups, then gid, then uid (after the uid, setgroups and setresgid
+ * would be refused), each checked: a half-done change must not run. */
+static int set_ids(const struct hcp_isolation *iso)
+{
+    uid_t r, e, s;
+    gid_t rg, eg, sg;
+    if (setgroups(0, NULL) < 0 || setresgid(iso->run_gid, iso->run_gid, iso->run_gid) < 0 ||
+        setresuid(iso->run_uid, iso->run_uid, iso->run_uid) < 0)
+        return -1;
+    if (getresuid(&r, &e, &s) < 0 || getresgid(&rg, &eg, &sg) < 0)
+        return -1;
+    if (r != iso->run_uid || e != r || s != r || rg != iso->run_gid || eg != rg || sg != rg ||
+        getgroups(0, NULL) != 0)
+        return errno = EPERM, -1;
+    return 0;
+}
+
+int hcp_iso_run_as(const struct hcp_isolation *iso)
+{
+    return set_ids(iso);
+}
+
 #define SECBITS (SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | \
                  SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |       \
                  SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED)
 
 /* Securebits and the bounding set need CAP_SETPCAP, so they go first and
- * the sets themselves last. Without CAP_SETPCAP (not root, no user
- * namespace) there is nothing in the sets to begin with beyond what capset
- * clears, and NO_NEW_PRIVS keeps exec from granting anything: the bounding
- * set is then left as it is. cap_last < 0: unknown, drop until EINVAL. */
-int hcp_iso_caps(int cap_last)
+ * the sets themselves last; with run_as the ids change in between (the
+ * securebits keep the kernel from clearing the sets on setresuid, and the
+ * capset that follows empties them). Without CAP_SETPCAP (not root, no
+ * user namespace) there is nothing in the sets to begin with beyond what
+ * capset clears, and NO_NEW_PRIVS keeps exec from granting anything: the
+ * bounding set is then left as it is. cap_last < 0: unknown, drop until
+ * EINVAL. */
+int hcp_iso_caps(int cap_last, const struct hcp_isolation *run_as)
 {
     struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
     struct __user_cap_data_struct data[2];
@@ -248,6 +288,8 @@ int hcp_iso_caps(int cap_last)
                 return -1;
             }
     }
+    if (run_as && set_ids(run_as) < 0)
+        return -1;
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
         return -1;
     memset(data, 0, sizeof data);

@@ -26,19 +26,20 @@
 #include "compat.h"
 
 enum { P_LANDLOCK, P_SECCOMP, P_NETNS, P_PIDNS, P_USERNS, P_CAPS, P_RLIMITS,
-       P_CGROUP, NPROBES };
+       P_CGROUP, P_ROOTFS, P_IPCNS, P_RUN_AS, NPROBES };
 static const char *const probe_names[NPROBES] = {
     "landlock", "seccomp", "netns", "pidns", "userns", "caps", "rlimits", "cgroup",
+    "rootfs", "ipcns", "run_as",
 };
 
-#define WHY 256
+#define WHY 512
 struct layer { int ok; char why[WHY]; char note[WHY]; };
 
 static struct {
     int done;
     struct layer l[NPROBES];
-    int abi;
-    char cg_path[64];
+    int abi, ll_tcp, ll_scopes;
+    char cg_path[256], cg_own[192];
     int cg_version;
 } probed;
 
@@ -149,7 +150,7 @@ static int try_caps(char *why)
 {
     struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
     struct __user_cap_data_struct d[2];
-    if (hcp_iso_caps(-1) < 0)
+    if (hcp_iso_caps(-1, NULL) < 0)
         return FAIL("dropping capabilities: %s", strerror(errno));
     if (syscall(SYS_capget, &hdr, d) < 0)
         return FAIL("capget: %s", strerror(errno));
@@ -186,21 +187,93 @@ static void probe_landlock(struct layer *l)
     }
     close(fd);
     l->ok = 1;
+    /* the words a spawn asks for beyond the filesystem, each tried */
+    struct hcp_landlock_attr more = { 0, LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP, 0 };
+    if (probed.abi >= 4 && (fd = (int)syscall(SYS_landlock_create_ruleset, &more, sizeof more, 0U)) >= 0) {
+        probed.ll_tcp = 1;
+        close(fd);
+    }
+    more = (struct hcp_landlock_attr){ 0, 0, LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL };
+    if (probed.abi >= 6 && (fd = (int)syscall(SYS_landlock_create_ruleset, &more, sizeof more, 0U)) >= 0) {
+        probed.ll_scopes = 1;
+        close(fd);
+    }
+}
+
+/* ---- rootfs, ipcns, run_as ----------------------------------------------- */
+
+static int try_ipcns(char *why)
+{
+    if (ns_prelude(why) < 0)
+        return -1;
+    return hcp_iso_ipcns() < 0 ? FAIL("unshare(CLONE_NEWIPC): %s", strerror(errno)) : 0;
+}
+
+static int try_run_as(char *why)
+{
+    struct hcp_isolation iso = self_ids();
+    if (geteuid() != 0)
+        return FAIL("not root: the child runs as the runtime's own uid %ld", (long)geteuid());
+    iso.run_uid = 65534;
+    iso.run_gid = 65534;
+    if (hcp_iso_run_as(&iso) < 0)
+        return FAIL("setresuid(65534): %s", strerror(errno));
+    return geteuid() == 65534 ? 0 : FAIL("still uid %ld after setresuid", (long)geteuid());
+}
+
+/* A small view, built as a spawn builds it (a pid namespace, its /proc):
+ * /usr read-only, nothing of the host's /home. In pid 1 of the namespace. */
+static int build_small_view(char *why)
+{
+    static struct hcp_rootfs_ent ents[4] = {
+        { "/dev", NULL, RF_DEV, 1, 1 }, { "/proc", NULL, RF_PROC, 1, 1 },
+        { "/tmp", NULL, RF_TMP, 1, 1 }, { "/usr", "/usr", RF_BIND, 0, 1 },
+    };
+    struct hcp_rootfs rf = { 4, ents, 0, "mode=1777,size=1048576" };
+    int where;
+    if (hcp_rootfs_build(&rf, &where) < 0)
+        return FAIL("building the view (%s): %s", hcp_rootfs_where(&rf, where), strerror(errno));
+    struct stat st;
+    if (stat("/usr/bin", &st) < 0)
+        return FAIL("/usr/bin missing in the view: %s", strerror(errno));
+    if (mkdir("/usr/.hcp-probe", 0700) == 0 || errno != EROFS)
+        return FAIL("/usr is not read-only in the view");
+    if (stat("/home", &st) == 0 || stat("/proc/1/status", &st) < 0)
+        return FAIL("the view shows /home, or has no /proc of its own");
+    return 0;
+}
+
+static int try_rootfs(char *why)
+{
+    int st;
+    if (ns_prelude(why) < 0)
+        return -1;
+    if (hcp_iso_pidns_unshare() < 0)
+        return FAIL("unshare(CLONE_NEWPID|CLONE_NEWNS): %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0)
+        return FAIL("fork: %s", strerror(errno));
+    if (pid == 0)
+        _exit(build_small_view(why) < 0);
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return FAIL("waitpid: %s", strerror(errno));
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
 /* ---- cgroup: a pids controller we can create a child cgroup in and join --- */
 
-static char join_dir[128];
+static char join_dir[320];
 
 static int try_join(char *why)
 {
-    char path[160];
+    char path[sizeof join_dir + 16];
     snprintf(path, sizeof path, "%s/cgroup.procs", join_dir);
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
-        return FAIL("%s: %s", path, strerror(errno));
+        return FAIL("%.160s: %s", path, strerror(errno));
     if (hcp_iso_cgroup_join(fd) < 0)
-        return FAIL("joining %s: %s", join_dir, strerror(errno));
+        return FAIL("joining %.160s: %s", join_dir, strerror(errno));
     return 0;
 }
 
@@ -228,25 +301,76 @@ static void rmdir_retry(const char *dir)
         nanosleep(&ms, NULL);
 }
 
-static int cgroup_candidate(const char *base, int version, char *why)
+/* The runtime's own cgroup in a hierarchy, from /proc/self/cgroup: the
+ * line "0::<path>" (v2) or "<n>:<controllers>:<path>" with pids among the
+ * controllers (v1). Calls are nested under it, so that a limit the
+ * operator put on the runtime bounds them too. */
+static int own_cgroup(int version, char *out, size_t sz)
+{
+    char buf[4096];
+    int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = '\0';
+        int match = version == 2 ? strcmp(line, "0:") == 0 : 0;
+        for (char *s2 = NULL, *w = version == 1 ? strtok_r(c1 + 1, ",", &s2) : NULL; w; w = strtok_r(NULL, ",", &s2))
+            if (strcmp(w, "pids") == 0)
+                match = 1;
+        if (match && (size_t)snprintf(out, sz, "%s", c2 + 1) < sz)
+            return 0;
+    }
+    return errno = ENOENT, -1;
+}
+
+/* Where calls' cgroups go for this hierarchy: under the runtime's own
+ * cgroup, which must let us make children with a pids.max (on v2 that needs
+ * "+pids" in its cgroup.subtree_control, which the kernel refuses while
+ * the runtime itself is a process of it, unless it is the root). */
+static int cgroup_candidate(const char *mnt, int version, char *why)
 {
     struct statfs sf;
-    char f[160];
-    if (statfs(base, &sf) < 0)
-        return FAIL("%s: %s", base, strerror(errno));
+    char f[sizeof join_dir + 64], own[sizeof probed.cg_own], base[sizeof probed.cg_path];
+    if (statfs(mnt, &sf) < 0)
+        return FAIL("%.160s: %s", mnt, strerror(errno));
     if (sf.f_type != (version == 2 ? CGROUP2_SUPER_MAGIC : CGROUP_SUPER_MAGIC))
-        return FAIL("%s: not a cgroup v%d mount", base, version);
+        return FAIL("%.160s: not a cgroup v%d mount", mnt, version);
+    if (own_cgroup(version, own, sizeof own) < 0)
+        return FAIL("%.160s: the runtime's cgroup is not in /proc/self/cgroup", mnt);
+    snprintf(base, sizeof base, "%s%s", mnt, strcmp(own, "/") == 0 ? "" : own);
     snprintf(f, sizeof f, "%s/cgroup.controllers", base);
     if (version == 2 && !has_word(f, "pids"))
-        return FAIL("%s: no pids controller", base);
+        return FAIL("%.160s: no pids controller", base);
+    snprintf(f, sizeof f, "%s/cgroup.subtree_control", base);
+    if (version == 2 && !has_word(f, "pids")) {
+        int fd = open(f, O_WRONLY | O_CLOEXEC);
+        int ok = fd >= 0 && write(fd, "+pids", 5) == 5;
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        if (!ok)
+            return FAIL("%.160s: cannot enable pids for child cgroups: %s%s", base, strerror(e),
+                        e == EBUSY ? " (the runtime is a process of it: start it in a delegated "
+                                     "subtree of its own, e.g. systemd-run --scope -p Delegate=yes)" : "");
+    }
     snprintf(join_dir, sizeof join_dir, "%s/hcp-probe-%ld", base, (long)getpid());
     if (mkdir(join_dir, 0755) < 0 && errno != EEXIST)
-        return FAIL("%s: cannot create a cgroup: %s", base, strerror(errno));
+        return FAIL("%.160s: cannot create a cgroup in the runtime's own: %s", base, strerror(errno));
     snprintf(f, sizeof f, "%s/pids.max", join_dir);
     int r = access(f, F_OK) < 0
-          ? FAIL("%s: no pids.max in a child cgroup (pids not enabled for children)", base)
+          ? FAIL("%.160s: no pids.max in a child cgroup (pids not enabled for children)", base)
           : in_child(try_join, why) ? 0 : -1;
     rmdir_retry(join_dir);
+    if (r == 0) {
+        snprintf(probed.cg_path, sizeof probed.cg_path, "%s", base);
+        snprintf(probed.cg_own, sizeof probed.cg_own, "%s", own);
+    }
     return r;
 }
 
@@ -260,7 +384,6 @@ static void probe_cgroup(struct layer *l)
         char why[WHY];
         if (cgroup_candidate(cand[i].path, cand[i].version, why) == 0) {
             l->ok = 1;
-            snprintf(probed.cg_path, sizeof probed.cg_path, "%s", cand[i].path);
             probed.cg_version = cand[i].version;
             return;
         }
@@ -275,6 +398,7 @@ static void probe_all(void)
     static const probe_fn fns[NPROBES] = {
         [P_SECCOMP] = try_seccomp, [P_NETNS] = try_netns, [P_PIDNS] = try_pidns,
         [P_USERNS] = try_userns, [P_CAPS] = try_caps, [P_RLIMITS] = try_rlimits,
+        [P_ROOTFS] = try_rootfs, [P_IPCNS] = try_ipcns, [P_RUN_AS] = try_run_as,
     };
     probe_landlock(&probed.l[P_LANDLOCK]);
     probe_cgroup(&probed.l[P_CGROUP]);
@@ -314,12 +438,23 @@ int hcp_probe(lua_State *L)
         if (i == P_LANDLOCK) {
             lua_pushinteger(L, probed.abi);
             lua_setfield(L, -2, "abi");
+            lua_pushboolean(L, probed.ll_tcp);
+            lua_setfield(L, -2, "tcp");
+            lua_pushboolean(L, probed.ll_scopes);
+            lua_setfield(L, -2, "scopes");
         }
         if (i == P_CGROUP && l->ok) {
             lua_pushstring(L, probed.cg_path);
             lua_setfield(L, -2, "path");
+            lua_pushstring(L, probed.cg_own);
+            lua_setfield(L, -2, "own");
             lua_pushinteger(L, probed.cg_version);
             lua_setfield(L, -2, "version");
+        }
+        if (i == P_ROOTFS && l->ok) {
+            long r = syscall(SYS_mount_setattr, -1, "", 0, NULL, (size_t)0);
+            lua_pushstring(L, r < 0 && errno == ENOSYS ? "mount(2) and remounts" : "mount_setattr");
+            lua_setfield(L, -2, "method");
         }
         lua_setfield(L, -2, probe_names[i]);
     }

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -22,7 +23,7 @@
 static const char *const known_opts[] = {
     "path", "beneath", "argv", "env", "cwd", "stdin", "max_output",
     "timeout_ms", "kill_grace_ms", "tee_stdout", "tee_stderr", "isolation",
-    "capture", "stream", NULL,
+    "capture", "stream", "data_fds", NULL,
 };
 
 /* An unknown option is a caller's mistake, and ignoring one (say, a future
@@ -177,6 +178,72 @@ static char **build_envp(lua_State *L)
     return v;
 }
 
+/* data_fds = { string | { exe = path, beneath = dir }, ... }: checked
+ * before anything is acquired. */
+static int check_data(lua_State *L)
+{
+    int t = lua_getfield(L, 1, "data_fds");
+    lua_Integer n = t == LUA_TTABLE ? (lua_Integer)lua_rawlen(L, -1) : 0;
+    if (t != LUA_TNIL && (t != LUA_TTABLE || n > HCP_DATA_FDS))
+        luaL_error(L, "spawn: option 'data_fds' must be an array of at most %d entries", HCP_DATA_FDS);
+    for (lua_Integer i = 1; i <= n; i++) {
+        int ty = lua_rawgeti(L, -1, i);
+        if (ty == LUA_TTABLE) {
+            int e = lua_getfield(L, -1, "exe"), b = lua_getfield(L, -2, "beneath");
+            if (e != LUA_TSTRING || lua_tostring(L, -2)[0] != '/' ||
+                (b != LUA_TNIL && (b != LUA_TSTRING || lua_tostring(L, -1)[0] != '/')))
+                luaL_error(L, "spawn: data_fds[%I].exe (and beneath) must be absolute paths", i);
+            lua_pop(L, 2);
+        } else if (ty != LUA_TSTRING) {
+            luaL_error(L, "spawn: data_fds[%I] must be a string or { exe =, beneath = }", i);
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return (int)n;
+}
+
+/* Each string of data_fds in a memfd read from its start: the child reads
+ * it at its own pace, and nothing here blocks on a pipe. An `exe` entry is
+ * that file, opened and checked as the binary itself is (beneath its
+ * directory, a regular executable file): a tool given it by descriptor
+ * (bwrap --ro-bind-fd) gets the file that was checked. */
+static const char *open_data(lua_State *L, proc_t *p, int n)
+{
+    lua_getfield(L, 1, "data_fds");
+    for (int i = 0; i < n; i++) {
+        size_t len, off = 0;
+        if (lua_rawgeti(L, -1, i + 1) == LUA_TTABLE) {
+            int script, why;
+            lua_getfield(L, -1, "exe");
+            lua_getfield(L, -2, "beneath");
+            int err = hcp_exe_open(lua_tostring(L, -2), lua_tostring(L, -1), &p->tmp[T_DATA + i], &script, &why);
+            lua_pop(L, 3);
+            if (err)
+                return lua_pop(L, 1), errno = err, "data_fds: exe";
+            continue;
+        }
+        const char *d = lua_tolstring(L, -1, &len);
+        lua_pop(L, 1);   /* pinned by opts */
+        int fd = memfd_create("hcp-data", MFD_CLOEXEC);
+        if (fd < 0)
+            return lua_pop(L, 1), "memfd_create";
+        p->tmp[T_DATA + i] = fd;
+        while (off < len) {
+            ssize_t w = write(fd, d + off, len - off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0)
+                return lua_pop(L, 1), "write";
+            off += (size_t)w;
+        }
+        if (lseek(fd, 0, SEEK_SET) < 0)
+            return lua_pop(L, 1), "lseek";
+    }
+    lua_pop(L, 1);
+    return NULL;
+}
+
 static int nonblock(int fd)
 {
     int fl = fcntl(fd, F_GETFL);
@@ -231,6 +298,7 @@ static int l_spawn(lua_State *L)
     lua_Number grace = opt_num(L, "kill_grace_ms", 500, 0);
     int tee[2] = { opt_fd(L, "tee_stdout"), opt_fd(L, "tee_stderr") };
     int capture = opt_bool(L, "capture", 1), streaming = opt_bool(L, "stream", 0);
+    int ndata = check_data(L);
     struct hcp_isolation iso;
     if (hcp_iso_check(L, 1, &iso) < 0)
         return refuse(L);
@@ -245,7 +313,9 @@ static int l_spawn(lua_State *L)
     if (!(l.argv = build_argv(L)) || !(l.envp = build_envp(L)))
         return refuse(L);
     l.cwd = cwd;
+    l.path = path;
     l.iso = &iso;
+    l.ndata = ndata;
 
     proc_t *p = lua_newuserdatauv(L, sizeof *p, 2);
     memset(p, 0, sizeof *p);
@@ -280,6 +350,8 @@ static int l_spawn(lua_State *L)
         return hcp_push_oserror(L, err, "spawn: %s", path);
     }
     const char *step = open_stdio(p, in != NULL);
+    if (!step)
+        step = open_data(L, p, ndata);
     if (step) {
         err = errno;
         hcp_proc_release(p);
@@ -298,12 +370,19 @@ static int l_spawn(lua_State *L)
     l.in_fd = p->tmp[T_IN];
     l.out_fd = p->tmp[T_OUT];
     l.err_fd = p->tmp[T_ERR];
+    for (int i = 0; i < ndata; i++)
+        l.data_fd[i] = p->tmp[T_DATA + i];
     p->t0 = hcp_now_ns();
-    pid_t pid = hcp_launch(&l, &err, &step);
+    int arg;
+    pid_t pid = hcp_launch(&l, &err, &step, &arg);
     for (int i = 0; i < NTMP; i++)
         hcp_closefd(&p->tmp[i]);
     if (pid < 0) {
         hcp_proc_release(p);
+        if (strcmp(step, "isolation: rootfs") == 0)
+            return hcp_push_oserror(L, err, "spawn: %s: %s", step, hcp_rootfs_where(&iso.rootfs, arg));
+        if (strcmp(step, "isolation: stage") == 0 && arg >= 0 && arg < iso.stage.n)
+            return hcp_push_oserror(L, err, "spawn: %s: %s", step, iso.stage.e[arg].path);
         return hcp_push_oserror(L, err, "spawn: %s", step);
     }
     p->pid = pid;

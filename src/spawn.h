@@ -20,19 +20,25 @@ enum { EXE_OSERR, EXE_NOTEXEC, EXE_ESCAPES };
 int hcp_exe_open(const char *path, const char *beneath, int *fd, int *script,
                  int *why);
 
+#define HCP_DATA_FDS 4
+
 /* Everything the child needs, prepared in the parent before fork(). */
 struct hcp_launch {
+    const char *path;           /* the binary, as checked */
     int exe_fd, script;         /* from hcp_exe_open */
+    int ndata, data_fd[HCP_DATA_FDS];   /* given to the child as fds 3.. */
     int in_fd, out_fd, err_fd;  /* the child's ends: stdin source, stdout, stderr */
     const char *cwd;
     char **argv, **envp;        /* NULL-terminated, built before fork */
     const struct hcp_isolation *iso;   /* the layers asked for, prepared */
 };
 
-/* Forks and execs. Returns the child's pid, or -1 with *err set and *step
+/* Forks and execs. Returns the child's pid, or -1 with *err set, *step
  * naming the failed step ("fork", "setsid", ..., "isolation: landlock",
- * "execveat"); a child that failed has been reaped. */
-pid_t hcp_launch(const struct hcp_launch *l, int *err, const char **step);
+ * "execveat") and *arg the entry of a rootfs or stage step that failed (an
+ * index into its plan, an RF_AT_* code, or -1); a child that failed has
+ * been reaped. */
+pid_t hcp_launch(const struct hcp_launch *l, int *err, const char **step, int *arg);
 
 /* ---- the proc handle ---------------------------------------------------- */
 
@@ -44,7 +50,8 @@ enum { S_CLOSED, S_RUNNING, S_DRAINING, S_DONE };
 enum { UV_STDIN = 1, UV_RESULT = 2, UV_POLLER = 3 };
 /* fds only needed until fork: the binary, the child's stdio ends, and the
  * isolation layers prepared in the parent (Landlock ruleset, cgroup.procs) */
-enum { T_EXE, T_IN, T_OUT, T_ERR, T_LANDLOCK, T_CGROUP, NTMP };
+enum { T_EXE, T_IN, T_OUT, T_ERR, T_LANDLOCK, T_CGROUP, T_DATA,
+       NTMP = T_DATA + HCP_DATA_FDS };
 
 /* One output stream of the child. `buf` is the capture (up to max_output,
  * or nothing when capture is off); `pend` holds what arrived since the last

@@ -8,10 +8,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,36 +29,44 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-enum { ST_SIGNALS, ST_SETSID, ST_PDEATHSIG, ST_CGROUP, ST_USERNS, ST_NETNS,
-       ST_PIDNS, ST_DUP2, ST_CHDIR, ST_CLOSEFDS, ST_RLIMITS, ST_CAPS, ST_NNP,
-       ST_LANDLOCK, ST_SECCOMP, ST_EXEC };
+enum { ST_SIGNALS, ST_SETSID, ST_PDEATHSIG, ST_CGROUP, ST_STAGE, ST_USERNS,
+       ST_NETNS, ST_IPCNS, ST_PIDNS, ST_ROOTFS, ST_DUP2, ST_CHDIR, ST_CLOSEFDS,
+       ST_RLIMITS, ST_RUN_AS, ST_CAPS, ST_NNP, ST_LANDLOCK, ST_SECCOMP, ST_EXEC };
 static const char *const step_names[] = {
     "signals", "setsid", "prctl(PDEATHSIG)", "isolation: cgroup",
-    "isolation: userns", "isolation: netns", "isolation: pidns", "dup2",
-    "chdir", "close fds", "isolation: rlimits", "isolation: caps",
-    "prctl(NO_NEW_PRIVS)", "isolation: landlock", "isolation: seccomp",
-    "execveat",
+    "isolation: stage", "isolation: userns", "isolation: netns",
+    "isolation: ipcns", "isolation: pidns", "isolation: rootfs", "dup2",
+    "chdir", "close fds", "isolation: rlimits", "isolation: run_as",
+    "isolation: caps", "prctl(NO_NEW_PRIVS)", "isolation: landlock",
+    "isolation: seccomp", "execveat",
 };
 
-struct child_err { int step; int err; };
+/* `arg`: which entry of the step failed (rootfs, stage), or -1 */
+struct child_err { int step; int err; int arg; };
 
-static _Noreturn void child_fail(int pipefd, int step)
+static _Noreturn void child_fail_at(int pipefd, int step, int arg)
 {
-    struct child_err ce = { step, errno };
+    struct child_err ce = { step, errno, arg };
     ssize_t r;
     do
-        r = write(pipefd, &ce, sizeof ce);   /* 8 bytes: atomic on a pipe */
+        r = write(pipefd, &ce, sizeof ce);   /* 12 bytes: atomic on a pipe */
     while (r < 0 && errno == EINTR);
     _exit(127);
 }
 
-/* Keeps the descriptors we still need off 0..2 so dup2 cannot clobber them
- * (possible only if the runtime itself was started with 0..2 closed). */
-static int lift(int *fd)
+static _Noreturn void child_fail(int pipefd, int step)
 {
-    if (*fd < 0 || *fd >= 3)
+    child_fail_at(pipefd, step, -1);
+}
+
+/* Keeps the descriptors we still need off 0..min-1 so dup2 cannot clobber
+ * them (below 3: possible only if the runtime itself was started with 0..2
+ * closed; the data fds go to 3 and up). */
+static int lift(int *fd, int min)
+{
+    if (*fd < 0 || *fd >= min)
         return 0;
-    int n = fcntl(*fd, F_DUPFD_CLOEXEC, 3);
+    int n = fcntl(*fd, F_DUPFD_CLOEXEC, min);
     if (n < 0)
         return -1;
     *fd = n;
@@ -72,14 +82,14 @@ static int fd_limit(void)
     return (int)rl.rlim_cur;
 }
 
-/* Marks every fd above 2 close-on-exec; the ones we keep until exec (the
- * binary, the error pipe, the Landlock ruleset) are close-on-exec already,
- * so exec closes all of them. */
-static int close_extra_fds(const int keep[3])
+/* Marks every fd from `from` up close-on-exec; the ones we keep until exec
+ * (the binary, the error pipe, the Landlock ruleset) are close-on-exec
+ * already, so exec closes all of them. */
+static int close_extra_fds(unsigned from, const int keep[3])
 {
-    if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+    if (syscall(SYS_close_range, from, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
         return 0;
-    for (int fd = 3, max = fd_limit(); fd < max; fd++)
+    for (int fd = (int)from, max = fd_limit(); fd < max; fd++)
         if (fd != keep[0] && fd != keep[1] && fd != keep[2])
             (void)close(fd);   /* EBADF for the many fds that are not open */
     return 0;
@@ -170,9 +180,22 @@ static _Noreturn void reaper(pid_t prog, int status)
     }
 }
 
+/* In pid 1 (or, without a pid namespace, the child itself): the mounts of
+ * the new mount namespace: a constructed root, or only our own /proc. */
+static void mounts(const struct hcp_isolation *iso, int pipefd)
+{
+    int where;
+    if (iso->layers & ISO_ROOTFS) {
+        if (hcp_rootfs_build(&iso->rootfs, &where) < 0)
+            child_fail_at(pipefd, ST_ROOTFS, where);
+    } else if ((iso->layers & ISO_PIDNS) && hcp_iso_pidns_mounts() < 0) {
+        child_fail(pipefd, ST_PIDNS);
+    }
+}
+
 /* Returns in the program, pid 2, with its own /proc mounted and in a new
  * session of its own. */
-static void pidns_fork(int pipefd)
+static void pidns_fork(const struct hcp_isolation *iso, int pipefd)
 {
     int life[2], status[2];
     if (pipe2(life, O_CLOEXEC) < 0 || pipe2(status, O_CLOEXEC) < 0)
@@ -197,8 +220,7 @@ static void pidns_fork(int pipefd)
         _exit(127);
     close(life[0]);
     (void)prctl(PR_SET_NAME, "hcp-init", 0, 0, 0);   /* what `ps` shows; cosmetic */
-    if (hcp_iso_pidns_mounts() < 0)
-        child_fail(pipefd, ST_PIDNS);
+    mounts(iso, pipefd);
     pid = fork();
     if (pid < 0)
         child_fail(pipefd, ST_PIDNS);
@@ -251,42 +273,76 @@ static _Noreturn void child(const struct hcp_launch *l, int pipefd, pid_t parent
     /* Privileged steps first: joining a cgroup, namespaces, mounts. */
     if ((want & ISO_CGROUP) && hcp_iso_cgroup_join(iso->cgroup_fd) < 0)
         child_fail(pipefd, ST_CGROUP);
+    int where;
+    if ((want & ISO_STAGE) && hcp_stage_build(&iso->stage, &where) < 0)
+        child_fail_at(pipefd, ST_STAGE, where);
     if (iso->userns && hcp_iso_userns(iso) < 0)
         child_fail(pipefd, ST_USERNS);
     if ((want & ISO_NETNS) && hcp_iso_netns() < 0)
         child_fail(pipefd, ST_NETNS);
+    if ((want & ISO_IPCNS) && hcp_iso_ipcns() < 0)
+        child_fail(pipefd, ST_IPCNS);
     if (want & ISO_PIDNS) {
         if (hcp_iso_pidns_unshare() < 0)
             child_fail(pipefd, ST_PIDNS);
-        pidns_fork(pipefd);   /* from here on: the program, pid 2 */
+        pidns_fork(iso, pipefd);   /* from here on: the program, pid 2 */
+    } else if (want & ISO_ROOTFS) {
+        if (unshare(CLONE_NEWNS) < 0)
+            child_fail(pipefd, ST_ROOTFS);
+        mounts(iso, pipefd);
     }
 
-    if (lift(&pipefd) < 0 || lift(&exe) < 0 || lift(&ruleset) < 0 ||
-        lift(&in) < 0 || lift(&out) < 0 || lift(&err) < 0)
+    int nd = l->ndata, low = 3 + nd;
+    if (lift(&pipefd, low) < 0 || lift(&exe, low) < 0 || lift(&ruleset, low) < 0 ||
+        lift(&in, 3) < 0 || lift(&out, 3) < 0 || lift(&err, 3) < 0)
         child_fail(pipefd, ST_DUP2);
+    int data[HCP_DATA_FDS];
+    for (int i = 0; i < nd; i++)
+        if ((data[i] = l->data_fd[i]) >= 0 && lift(&data[i], low) < 0)
+            child_fail(pipefd, ST_DUP2);
     if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
         child_fail(pipefd, ST_DUP2);
+    for (int i = 0; i < nd; i++)   /* dup2 leaves the copy open across exec */
+        if (dup2(data[i], 3 + i) < 0)
+            child_fail(pipefd, ST_DUP2);
     if (chdir(l->cwd) < 0)
         child_fail(pipefd, ST_CHDIR);
     int keep[3] = { exe, pipefd, ruleset };
-    if (close_extra_fds(keep) < 0)
+    if (close_extra_fds((unsigned)low, keep) < 0)
         child_fail(pipefd, ST_CLOSEFDS);
 
     /* Then the drops, each after the last step that needed what it takes. */
     if ((want & ISO_RLIMITS) && hcp_iso_rlimits(iso) < 0)
         child_fail(pipefd, ST_RLIMITS);
-    if ((want & ISO_CAPS) && hcp_iso_caps(iso->cap_last) < 0)
+    if ((want & ISO_RUN_AS) && !(want & ISO_CAPS) && hcp_iso_run_as(iso) < 0)
+        child_fail(pipefd, ST_RUN_AS);
+    if ((want & ISO_CAPS) && hcp_iso_caps(iso->cap_last, (want & ISO_RUN_AS) ? iso : NULL) < 0)
         child_fail(pipefd, ST_CAPS);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         child_fail(pipefd, ST_NNP);
     if ((want & ISO_LANDLOCK) && hcp_iso_landlock(iso, ruleset) < 0)
         child_fail(pipefd, ST_LANDLOCK);
-    /* The kernel hands a #! interpreter "/dev/fd/N": N must survive exec. */
-    if (l->script && fcntl(exe, F_SETFD, 0) < 0)
+    /* The kernel hands a #! interpreter "/dev/fd/N": N must survive exec.
+     * A constructed root without a pid namespace has no /proc, so there
+     * the script runs by its path — the same file, checked by identity. */
+    int by_path = l->script && (want & ISO_ROOTFS) && !(want & ISO_PIDNS);
+    if (l->script && !by_path && fcntl(exe, F_SETFD, 0) < 0)
         child_fail(pipefd, ST_EXEC);
+    if (by_path) {
+        struct stat a, b;
+        if (fstat(exe, &a) < 0 || stat(l->path, &b) < 0)
+            child_fail(pipefd, ST_EXEC);
+        if (a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+            errno = ESTALE;
+            child_fail(pipefd, ST_EXEC);
+        }
+    }
     if ((want & ISO_SECCOMP) && hcp_iso_seccomp() < 0)
         child_fail(pipefd, ST_SECCOMP);
-    syscall(SYS_execveat, exe, "", l->argv, l->envp, AT_EMPTY_PATH);
+    if (by_path)
+        execve(l->path, l->argv, l->envp);
+    else
+        syscall(SYS_execveat, exe, "", l->argv, l->envp, AT_EMPTY_PATH);
     child_fail(pipefd, ST_EXEC);
 }
 
@@ -298,7 +354,7 @@ static void reap(pid_t pid)
         ;
 }
 
-pid_t hcp_launch(const struct hcp_launch *l, int *err, const char **step)
+pid_t hcp_launch(const struct hcp_launch *l, int *err, const char **step, int *arg)
 {
     int p[2];
     sigset_t all, old;
@@ -306,6 +362,7 @@ pid_t hcp_launch(const struct hcp_launch *l, int *err, const char **step)
     size_t got = 0;
 
     *step = "pipe";
+    *arg = -1;
     if (pipe2(p, O_CLOEXEC) < 0)
         return *err = errno, -1;
     /* All signals blocked across fork: no handler of the runtime may run in
@@ -350,5 +407,6 @@ pid_t hcp_launch(const struct hcp_launch *l, int *err, const char **step)
     reap(pid);
     *step = step_names[ce.step];
     *err = ce.err;
+    *arg = ce.step == ST_ROOTFS || ce.step == ST_STAGE ? ce.arg : -1;
     return -1;
 }

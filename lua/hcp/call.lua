@@ -46,6 +46,8 @@ local check = require("hcp.check")
 ---@field max_output integer
 ---@field max_timeout_ms integer?
 ---@field by_name table<string, hcp.Pack>
+---@field run_as { uid: integer, gid: integer }
+---@field sockets table<string, string[]>
 
 ---@class hcp.CallOptions
 ---@field tee_stdout integer? an fd of the caller that receives the child's stdout as it comes
@@ -352,17 +354,22 @@ function Call:environment()
   return true
 end
 
---- Stage "isolate": this call's layers (§10.4), and the names a result
---- reports.
+--- Stage "isolate": this call's layers (§10.4) and the child's view, and
+--- the names a result reports.
 function Call:isolate()
-  local ctx = self.ctx
-  local spec, applied, undo = isolation.for_call(self.env.layers, { jail = ctx.jail, scratch = ctx.scratch,
-    pack_root = self.pack and self.pack.root, bin_path = self.bin.path, network = ctx.network,
-    limits = self.pack and self.pack.wrap.limits })
+  local ctx, env = self.ctx, self.env
+  local sockets, serr = isolation.sockets_for(env.sockets, self.pack and self.pack.name)
+  if not sockets then return nil, 126, serr end
+  local spec, applied, undo, view = isolation.for_call(env.layers, { jail = ctx.jail, scratch = ctx.scratch,
+    pack_root = self.pack and self.pack.root, bin_path = self.bin.path, bin_beneath = self.bin.beneath,
+    network = ctx.network, limits = self.pack and self.pack.wrap.limits, run_as = env.run_as,
+    sockets = sockets, driver = env.driver.name })
+  if not spec then return nil, 126, applied end
   self:on_cleanup(undo)
-  local names = table.move(self.env.base_layers, 1, #self.env.base_layers, 1, {})
+  ctx.view = view
+  local names = table.move(env.base_layers, 1, #env.base_layers, 1, {})
   table.move(applied, 1, #applied, #names + 1, names)
-  local extra = self.env.driver:layers(ctx)
+  local extra = env.driver:layers(ctx)
   table.move(extra, 1, #extra, #names + 1, names)
   self.iso_spec, self.layer_names = next(spec) and spec or nil, names
   return true

@@ -43,7 +43,9 @@ function M.doctor(opts)
   for _, name in ipairs(runtime.BASE_LAYERS) do
     layers[#layers + 1] = { name = name, available = true, used = true }
   end
-  for _, l in ipairs(require("hcp.isolation").report(opts.isolation, mode, driver)) do layers[#layers + 1] = l end
+  for _, l in ipairs(require("hcp.isolation").report(opts.isolation, mode, driver, opts.run_as)) do
+    layers[#layers + 1] = l
+  end
   return { version = M.version, core = core.version, mode = mode, driver = driver, layers = layers }
 end
 

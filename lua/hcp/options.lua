@@ -23,7 +23,7 @@ local TYPES = {
   pack_dirs = "table", sandbox = "boolean", native_local = "boolean", allow_bins = "table",
   bindings = "table", policy = "table", isolation = "any", state_dir = "string",
   search_path = "string", out_dir = "string", driver = "string", strict = "boolean",
-  max_output = "number", max_timeout_ms = "number",
+  max_output = "number", max_timeout_ms = "number", run_as = "table", sockets = "table",
 }
 
 local function fail(fmt, ...)
@@ -94,6 +94,8 @@ end
 ---@field max_timeout_ms integer? the most a request's timeout_ms may ask for (default: the pack's own)
 ---@field pack_dirs string[]
 ---@field strict boolean
+---@field run_as { uid: integer, gid: integer } whom a root runtime's child runs as
+---@field sockets table<string, string[]> unix socket paths the operator grants, per pack or "*"
 
 --- Validate `opts` into a configuration. Never raises for bad input.
 ---@param opts any
@@ -118,6 +120,9 @@ function M.read(opts)
   if not cfg.policy then return nil, err end
   cfg.isolation, err = check_isolation(opts.isolation)
   if not cfg.isolation then return nil, err end
+  -- whom a root runtime's child runs as; the unix sockets packs may reach
+  cfg.run_as, cfg.sockets = isolation.check_options(opts)
+  if not cfg.run_as then return nil, cfg.sockets end
   if not M.DRIVERS[cfg.driver] then return fail("unknown driver %q (\"local\" or \"bwrap\")", cfg.driver) end
   cfg.max_output, err = positive(opts, "max_output", M.DEFAULT_MAX_OUTPUT)
   if not cfg.max_output then return nil, err end

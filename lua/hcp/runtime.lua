@@ -47,14 +47,15 @@ function M.create(opts)
   local reg = packs.load(cfg.pack_dirs, cfg.lookup)
   if cfg.strict and #reg.problems > 0 then return nil, manifest.format_problem(reg.problems[1]) end
   local host = { state_dir = cfg.state_dir, out_dir = cfg.out_dir, private = private.new(),
-    locks = locks.new(), search_path = cfg.search_path }
+    locks = locks.new(), search_path = cfg.search_path, run_as = cfg.run_as }
   local drv, layers = exec_plane(cfg, host)
   if not drv then return nil, layers end
   local self = setmetatable({ mode = cfg.mode, _cfg = cfg, _reg = reg, _host = host, _layers = layers,
     _allowlist = packs.allowlist(cfg.allow_bins, reg), _loop = loop.new(), _closed = false }, Runtime)
   self._env = { mode = cfg.mode, policy = cfg.policy, minters = cfg.minters, allowlist = self._allowlist,
     lookup = cfg.lookup, search_path = cfg.search_path, layers = layers, base_layers = M.BASE_LAYERS,
-    driver = drv, max_output = cfg.max_output, max_timeout_ms = cfg.max_timeout_ms, by_name = reg.by_name }
+    driver = drv, max_output = cfg.max_output, max_timeout_ms = cfg.max_timeout_ms, by_name = reg.by_name,
+    run_as = cfg.run_as, sockets = cfg.sockets }
   return self
 end
 

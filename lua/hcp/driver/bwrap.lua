@@ -1,14 +1,19 @@
 --- The `bwrap` driver (§10.6, §10.4 "containers"): the same stages as the
 --- local driver, but the child runs under bubblewrap, an existing and
 --- trusted container tool, in its own mount, pid, ipc, uts, user and
---- (unless the pack may use the network) network namespaces, with a
---- read-only view of the host, a fresh /tmp, /home and /root hidden, no
---- capabilities, and only its jail (and the call's private directory)
---- writable. Packs run unchanged: paths inside are the paths outside.
+--- (unless the pack may use the network) network namespaces, with the same
+--- view of the host as the local driver's constructed root (hcp.view): the
+--- system paths and the pack read-only, only its jail (and the call's
+--- private directory) writable, no capabilities. Packs run unchanged: paths
+--- inside are the paths outside.
 ---
---- What it does not keep from the local driver: the local driver executes
---- the very descriptor it checked; here bwrap executes the checked path
---- again, inside a read-only view of the same file system.
+--- A root runtime starts bubblewrap as the run_as uid (so its user
+--- namespace maps that uid, never host root), after the C core has bound
+--- the paths only root may reach at /tmp/<i> of a private mount namespace
+--- (isolation.stage); the checked binary is bound from that staging (or, not
+--- as root, by descriptor: --ro-bind-fd), so a bin swapped for a link after
+--- the check is not what runs. bwrap's options go through a descriptor
+--- (--args), and an argument list past bwrap's limit through a launcher.
 ---@class hcp.driver.Bwrap : hcp.driver.Local
 local Local = require("hcp.driver.local")
 
@@ -17,27 +22,11 @@ Bwrap.__index = Bwrap
 Bwrap.name = "bwrap"
 
 local core = require("hcp.core")
-
--- Directories of people's files: replaced by an empty tmpfs inside.
-local HIDDEN = { "/home", "/root", "/Users" }
-
-local function base_args(net)
-  local args = { "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL" }
-  if net then args[#args + 1] = "--share-net" end
-  for _, a in ipairs({ "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp" }) do
-    args[#args + 1] = a
-  end
-  for _, d in ipairs(HIDDEN) do
-    if core.kind(d) == "dir" then
-      args[#args + 1] = "--tmpfs"
-      args[#args + 1] = d
-    end
-  end
-  return args
-end
+local view = require("hcp.view")
+local isolation = require("hcp.isolation")
 
 --- A bwrap driver, if bubblewrap is in search_path and can make its
---- namespaces on this host (probed once, with /bin/true).
+--- namespaces on this host (probed once, with /bin/true, as a call runs).
 ---@param host hcp.DriverHost
 ---@return hcp.driver.Bwrap? driver, string? err
 function Bwrap.new(host)
@@ -45,9 +34,11 @@ function Bwrap.new(host)
   if not path then
     return nil, "bwrap not found in " .. host.search_path .. " (Debian package bubblewrap)"
   end
-  local probe_args = base_args(false)
-  for _, a in ipairs({ "--", "/bin/true" }) do probe_args[#probe_args + 1] = a end
-  local proc, err = core.spawn({ path = path, argv = probe_args, env = {}, cwd = "/", timeout_ms = 10000 })
+  local v = view.paths({ system = isolation.SYSTEM_READ, bin_path = "/bin/true", jail = "/" })
+  v.rw = {}
+  local opts = view.bwrap_spawn(path, v, { argv = { "true" }, env = {}, timeout_ms = 10000,
+    isolation = core.geteuid() == 0 and { run_as = host.run_as } or nil }, { network = false })
+  local proc, err = core.spawn(opts)
   if not proc then return nil, err end
   local r = proc:wait()
   if r.exit ~= 0 then
@@ -56,27 +47,14 @@ function Bwrap.new(host)
   return setmetatable({ host = host, bwrap = path }, Bwrap)
 end
 
---- Stage 3, under bubblewrap: the pack root read-only (read-write when it
---- is the jail, as in mode none), the jail and the call's private directory
---- read-write, cwd the jail.
+--- Stage 3, under bubblewrap: the call's view (ctx.view), cwd the jail.
 ---@param ctx hcp.DriverContext
 ---@param spec table core.spawn options without cwd
 ---@return userdata? proc, string? err, integer? errno
 function Bwrap:spawn(ctx, spec)
-  local args = base_args(ctx.network)
-  local function bind(kind, dir)
-    args[#args + 1] = kind
-    args[#args + 1] = dir
-    args[#args + 1] = dir
-  end
-  if ctx.pack_root and ctx.pack_root ~= ctx.jail then bind("--ro-bind", ctx.pack_root) end
-  bind("--bind", ctx.jail)
-  if ctx.scratch then bind("--bind", ctx.scratch) end
-  for _, a in ipairs({ "--chdir", ctx.jail, "--", spec.path }) do args[#args + 1] = a end
-  for i = 2, #spec.argv do args[#args + 1] = spec.argv[i] end
-  spec.path, spec.argv, spec.cwd, spec.beneath = self.bwrap, args, ctx.jail, nil
-  -- only limits reach here in spec.isolation (hcp.isolation.choose)
-  return core.spawn(spec)
+  local opts, err = view.bwrap_spawn(self.bwrap, ctx.view, spec, { network = ctx.network })
+  if not opts then return nil, err end
+  return core.spawn(opts)
 end
 
 --- bwrap reports a child killed by signal N as its own exit 128+N (its
@@ -98,7 +76,7 @@ end
 ---@param ctx hcp.DriverContext
 ---@return string[]
 function Bwrap:layers(ctx) -- luacheck: ignore 212
-  local l = { "bwrap", "mountns", "pidns", "ipcns", "utsns", "userns", "ro_root", "caps" }
+  local l = { "bwrap", "rootfs", "pidns", "ipcns", "utsns", "userns", "caps" }
   if not ctx.network then l[#l + 1] = "netns" end
   return l
 end

@@ -26,6 +26,7 @@ local workspace = require("hcp.workspace")
 ---@field private hcp.PrivateDir   the runtime's private directory (0700, removed at close)
 ---@field locks hcp.Locks          workspace serialisation
 ---@field search_path string
+---@field run_as { uid: integer, gid: integer } whom a root runtime's child (and bwrap) runs as
 
 ---@class hcp.DriverCall
 ---@field pack hcp.Pack?   nil for a pack-less rt:exec
