@@ -615,7 +615,7 @@ for _, driver in ipairs({ "local", "bwrap" }) do
           local rt, out = fresh()
           S.mkdir(out .. "/adir")
           local res = run(rt, pack, 'cat "$3"', "--file", "adir")
-          assert.equal("workspace: adir: not a regular file", res.error)
+          assert.equal("workspace: staging of adir refused: it is a directory, not a regular file", res.error)
           assert.is_nil(res.stdout)
         end)
 
@@ -764,7 +764,7 @@ for _, driver in ipairs({ "local", "bwrap" }) do
         case("a jail output that is a directory is refused", function()
           local rt, out = fresh()
           local res = run(rt, pack, 'mkdir "$3"', "-o", "out.txt")
-          assert.equal("workspace: write-back of out.txt refused: it is not a regular file", res.error)
+          assert.equal("workspace: write-back of out.txt refused: it is a directory, not a regular file", res.error)
           assert.is_nil(core.kind(out .. "/out.txt"))
         end)
 

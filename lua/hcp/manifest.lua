@@ -38,6 +38,9 @@ local ENV_PAT = "^[A-Za-z_][A-Za-z0-9_]*$"
 local PARAM_TYPES = { string = true, number = true, boolean = true }
 
 M.DEFAULT_TIMEOUT_MS = 30000
+-- A manifest larger than this is a load error for that pack (a FIFO, a
+-- device or /dev/zero as hcp.json is one too): loading never blocks.
+M.MAX_MANIFEST_BYTES = 1024 * 1024
 M.DEFAULT_FILE_FLAGS = { "--file", "--json-file", "--output", "-o", "--env-file" }
 M.WORKSPACE_MODES = { none = true, ephemeral = true, workspace = true }
 M.LIMIT_KEYS = { cpu_s = true, memory_mb = true, file_mb = true, nofile = true, procs = true }
@@ -415,12 +418,10 @@ end
 ---@return hcp.Pack? pack, hcp.Problem[] problems
 function M.load(root)
   local file = root .. "/" .. MANIFEST
-  local fh, err = io.open(file, "rb")
-  if not fh then
+  local text, err = core.read_file(file, M.MAX_MANIFEST_BYTES)
+  if not text then
     return nil, { { file = file, field = "", message = "cannot read: " .. tostring(err) } }
   end
-  local text = fh:read("a")
-  fh:close()
   local doc, jerr = json.decode(text)
   if doc == nil then
     return nil, { { file = file, field = "", message = "invalid JSON: " .. tostring(jerr) } }
@@ -442,6 +443,9 @@ function M.discover(dir)
   if kind ~= "dir" then
     return {}, { { file = abs, field = "", message = "pack dir does not exist or is not a directory" } }
   end
+  -- a root reached through a symlink is resolved once, here: every later
+  -- path check (./bin beneath the root, isolation rules) sees the real one
+  abs = core.realpath(abs) or abs
   if core.kind(abs .. "/" .. MANIFEST) then
     return { abs }, {}
   end
@@ -453,7 +457,7 @@ function M.discover(dir)
   for _, n in ipairs(names) do
     local sub = abs .. "/" .. n
     if n:sub(1, 1) ~= "." and core.kind(sub .. "/" .. MANIFEST) then
-      roots[#roots + 1] = sub
+      roots[#roots + 1] = core.realpath(sub) or sub
     end
   end
   return roots, {}
