@@ -53,15 +53,14 @@ function M.is_env_name(name)
 end
 
 --- Variables no manifest may set through agent_env or a binding: the sandbox
---- marker, the fixed PATH, and the dynamic loader's LD_* family (LD_PRELOAD
---- would run a library that is on no allow-list inside an allowed bin).
+--- marker, the fixed PATH, and every variable that makes a program load code
+--- (LD_PRELOAD, GCONV_PATH, BASH_ENV, …: hcp.envrules has the list).
 ---@param name string
 ---@return string? reason
 function M.reserved_env(name)
   if name == "HCP_SANDBOX" then return "is set by the runtime" end
   if name == "PATH" then return "is fixed by the runtime (search_path)" end
-  if name:sub(1, 3) == "LD_" then return "LD_* variables are refused (loader injection)" end
-  return nil
+  return require("hcp.envrules").reason(name)
 end
 
 local function is_array(t)
