@@ -55,7 +55,8 @@ local FAMILIES = {
   { prefix = "DYLD_", reason = "is refused: DYLD_* variables are loader injection (macOS)" },
   { prefix = "BASH_FUNC_", reason = "is refused: bash imports it as a function" },
   { prefix = "GIT_SSH", reason = GIT },
-  { prefix = "GIT_CONFIG", reason = GIT },
+  -- GIT_CONFIG_NOSYSTEM only turns the system file off
+  { prefix = "GIT_CONFIG", reason = GIT, except = "GIT_CONFIG_NOSYSTEM" },
   { prefix = "NPM_CONFIG_", reason = "is refused: npm configuration can run scripts and choose what it installs" },
   { prefix = "LUA_INIT", reason = INTERP },
   { prefix = "LUA_PATH", reason = INTERP },
@@ -73,10 +74,16 @@ for _, f in ipairs(FAMILIES) do
   f.except = set
 end
 
---- Why a manifest may not set `name`, or nil when it may.
+--- Why a manifest may not set `name` (to `value`), or nil when it may. A
+--- value of "" or "/dev/null" is allowed for any of them: it names nothing
+--- to load (the git example sets `GIT_CONFIG_GLOBAL=/dev/null` to read no
+--- configuration). Without a value (a binding's token, home_env's jail)
+--- the name alone decides.
 ---@param name string
+---@param value string?
 ---@return string? reason
-function M.reason(name)
+function M.reason(name, value)
+  if value == "" or value == "/dev/null" then return nil end
   local up = name:upper()
   if EXACT[up] then return EXACT[up] end
   for _, f in ipairs(FAMILIES) do

@@ -56,11 +56,12 @@ end
 --- marker, the fixed PATH, and every variable that makes a program load code
 --- (LD_PRELOAD, GCONV_PATH, BASH_ENV, …: hcp.envrules has the list).
 ---@param name string
+---@param value string? the value agent_env gives it ("" and "/dev/null" turn a loader off)
 ---@return string? reason
-function M.reserved_env(name)
+function M.reserved_env(name, value)
   if name == "HCP_SANDBOX" then return "is set by the runtime" end
   if name == "PATH" then return "is fixed by the runtime (search_path)" end
-  return require("hcp.envrules").reason(name)
+  return require("hcp.envrules").reason(name, value)
 end
 
 local function is_array(t)
@@ -196,7 +197,7 @@ function M.validate(doc, file, root)
           elseif type(v) ~= "string" or has_nul(v) then
             bad(f, "value must be a string without NUL")
           else
-            local why = M.reserved_env(k)
+            local why = M.reserved_env(k, v)
             if why then bad(f, "%s %s", k, why)
             elseif binding_env[k] then bad(f, "%s is the variable of binding %q", k, binding_env[k])
             else w.agent_env[k] = v end
