@@ -301,8 +301,11 @@ function M.validate(doc, file, root)
         elseif not is_object(op) then
           bad(f, "must be an object")
         else
-          check_fields(op, f, { args = true, params = true, confirm = true, bindings = true, description = true })
+          check_fields(op, f, { args = true, params = true, confirm = true, bindings = true, description = true,
+            extra_args = true })
           local o = { name = opname, args = {}, params = {}, confirm = false, bindings = {} }
+          if op.extra_args ~= nil and type(op.extra_args) ~= "boolean" then bad(f .. ".extra_args", "must be a boolean") end
+          o.extra_args = op.extra_args == true
           if op.params ~= nil then
             if not is_object(op.params) then
               bad(f .. ".params", "must be an object of parameter types")

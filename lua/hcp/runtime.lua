@@ -460,7 +460,10 @@ function Runtime:start(env_in, copts)
   -- §4: policy, in every mode
   local call = { pack = pack.name, op = req.op or "exec", name = name, params = req.params,
     args = req.args, principal = req.principal, id = req.id, mode = req.mode }
-  local allowed, perr = policy_mod.check(self.policy, name, M.needs_confirm(pack, op), call)
+  -- an op with raw args is also pack.exec, unless the op takes extra_args (issue 11)
+  local allowed, perr = policy_mod.check_call(self.policy, { pack = pack.name, op = req.op,
+    has_args = req.args ~= nil and #req.args > 0, op_extra_args = op and op.extra_args,
+    needs_confirm_op = op and op.confirm or false, needs_confirm_exec = M.needs_confirm(pack, nil) }, call)
   if not allowed then return refuse(126, perr) end
 
   -- argv: wrap.args, then the op's template, then raw args
