@@ -359,8 +359,8 @@ describe("§10.6 Workspace / exec plane", function()
   end)
 
   it("10.6 the runtime MUST rewrite workspace: prefixes into the jail", function()
-    local plan = assert(workspace.plan({ "workspace:data/in.json" }, { jail = "/j", files_dir = "/f", file_flags = {} }))
-    assert.same({ "/j/data/in.json" }, plan.argv)
+    local plan = assert(workspace.plan({ "workspace:data/in.json" }, { file_flags = {} }))
+    assert.same({ "/j/data/in.json" }, workspace.bind(plan, { jail = "/j", files_dir = "/f" }))
     -- and a live call sees the file there
     local root = S.pack(S.manifest("ws", "sh", { wrap = { workspace = { mode = "ephemeral" } } }))
     local rt = assert(hcp.create({ pack_dirs = { root } }))
@@ -381,8 +381,8 @@ describe("§10.6 Workspace / exec plane", function()
   end)
 
   it("10.6 the runtime MUST spawn argv as an array (no shell, no splitting)", function()
-    local plan = assert(workspace.plan({ "--file", "a b;c", "$(x)" }, { jail = "/j", files_dir = "/f", file_flags = { "--file" } }))
-    assert.same({ "--file", "/f/a b;c", "$(x)" }, plan.argv)
+    local plan = assert(workspace.plan({ "--file", "a b;c", "$(x)" }, { file_flags = { "--file" } }))
+    assert.same({ "--file", "/f/a b;c", "$(x)" }, workspace.bind(plan, { jail = "/j", files_dir = "/f" }))
   end)
 
   it("10.6 the runtime MUST write back --output / -o, and list new jail files in workspace mode", function()

@@ -34,7 +34,12 @@ local OPTIONS = {
   bindings = "table", policy = "table", isolation = "any", state_dir = "string",
   search_path = "string", out_dir = "string", driver = "string", strict = "boolean",
   max_output = "number",
+  -- issue 11: the out_dir rules
+  replace = "boolean", allow_hidden = "boolean", max_writeback = "number", protect = "table",
 }
+
+-- issue 11: bytes one call may write back under out_dir (data, holes free)
+M.DEFAULT_MAX_WRITEBACK = 1024 * 1024 * 1024
 
 ---@class hcp.Runtime
 ---@field mode "sandbox"|"native-local"
@@ -125,9 +130,12 @@ function M.create(opts)
     end
   end
   self.state_dir = opts.state_dir and core.normalize(opts.state_dir)
-  -- where relative --output/-o values are written back: the cwd by default
-  self.out_dir = core.normalize(opts.out_dir or manifest.absolute("."))
+  -- where relative --output/-o values are written back and inputs staged
+  -- from: none unless the operator says (issue 11; hcp run/call use the cwd)
+  self.out_dir = opts.out_dir and core.normalize(opts.out_dir)
   self._ws_busy = {}
+  local hok, herr = self:_init_host_refs(opts)
+  if not hok then return nil, herr end
 
   self.max_output = DEFAULT_MAX_OUTPUT
   if opts.max_output ~= nil then
@@ -228,6 +236,57 @@ function Runtime:layers()
   return out
 end
 
+-- issue 11: the out_dir options (replace, allow_hidden, max_writeback,
+-- protect) and the protected paths that never change: pack_dirs, the pack
+-- roots (after loading), state_dir, the runtime's own Lua modules, its C
+-- module and interpreter, and the operator's `protect` list.
+function Runtime:_init_host_refs(opts)
+  self.replace, self.allow_hidden = opts.replace == true, opts.allow_hidden == true
+  self.max_writeback = M.DEFAULT_MAX_WRITEBACK
+  if opts.max_writeback ~= nil then
+    if opts.max_writeback < 0 or opts.max_writeback ~= math.floor(opts.max_writeback) then
+      return nil, "hcp.create: option \"max_writeback\" must be a non-negative integer of bytes"
+    end
+    self.max_writeback = math.tointeger(opts.max_writeback)
+  end
+  local prot = {}
+  local ok, err = list_of_strings(opts.protect or {}, "hcp.create: option \"protect\"")
+  if not ok then return nil, err end
+  for i, p in ipairs(opts.protect or {}) do
+    if p:sub(1, 1) ~= "/" then return nil, string.format("hcp.create: protect[%d] must be an absolute path", i) end
+    prot[#prot + 1] = p
+  end
+  for _, d in ipairs(opts.pack_dirs or {}) do prot[#prot + 1] = manifest.absolute(d) end
+  prot[#prot + 1] = self.state_dir or workspace.default_state_dir()
+  local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+  if here then prot[#prot + 1] = manifest.absolute(here) end
+  local so = package.searchpath("hcp.core", package.cpath)
+  if so then prot[#prot + 1] = manifest.absolute(so) end
+  prot[#prot + 1] = core.realpath("/proc/self/exe")
+  self._protected = prot
+  return true
+end
+
+--- The out_dir rules for this runtime's calls (workspace.check_host_refs,
+--- core.stage/core.writeback): out_dir, the protected paths (as given and
+--- as resolved), allow_hidden, replace.
+---@return hcp.HostRefOptions
+function Runtime:_host_ref_opts()
+  local list, seen = {}, {}
+  local function add(p)
+    if p and not seen[p] then seen[p] = true; list[#list + 1] = p end
+  end
+  local function both(p)
+    if not p then return end
+    add(core.normalize(p))
+    add(core.realpath(p))
+  end
+  for _, p in ipairs(self._protected) do both(p) end
+  for _, pack in ipairs(self._packs or {}) do both(pack.root) end
+  both(self._private)
+  return { out_dir = self.out_dir, protected = list, allow_hidden = self.allow_hidden, replace = self.replace }
+end
+
 -- A private directory of this runtime (0700), for minted credential files
 -- and pack-less exec jails; removed by close().
 function Runtime:_private_dir()
@@ -269,6 +328,7 @@ function Pending:wait()
   r = self.driver:result(self.ctx, r)
   local files, werr = self.driver:writeback(self.ctx, r)
   local res = envelope.from_run(self.req, r, self.mode, self.layers, files, self.timeout_ms, core.signame)
+  if self.ctx.files_truncated then res.files_truncated = true end -- issue 11
   if werr then
     res.ok = false
     res.error = res.error and (res.error .. "; " .. werr) or werr
@@ -348,10 +408,13 @@ function Runtime:_launch(L)
     local ok, herr = sandbox.check_host_paths(L.argv)
     if not ok then return refuse(126, herr) end
   end
-  -- a dry run of the plan on stand-in paths: a reference that would leave
-  -- the jail is refused before any jail is made
-  local dry, derr = workspace.plan(L.argv, { jail = "/hcp-jail/j", files_dir = "/hcp-files/f", file_flags = L.file_flags })
+  -- the plan (pure) and the out_dir rules: a reference that would leave the
+  -- jail, or reach what out_dir may not give, is refused before any jail
+  -- is made (issue 11: workspace.plan takes no roots; the driver binds)
+  local dry, derr = workspace.plan(L.argv, workspace.flags(L.file_flags))
   if not dry then return refuse(126, derr) end
+  local hok, herr = workspace.check_host_refs(dry, self:_host_ref_opts())
+  if not hok then return refuse(126, herr) end
 
   local drv = self.driver
   local ctx, perr = drv:prepare({ pack = L.pack, principal = req.principal or "default", mode = L.ws_mode,

@@ -118,30 +118,30 @@ function Local:tmpdir(ctx)
 end
 
 --- Stage 2: rewrite file references and stage inputs. Refusals come from
---- the plan, before anything is copied.
+--- the plan and the out_dir rules, before anything is copied.
 ---@param ctx hcp.DriverContext
 ---@param argv string[]
 ---@param file_flags string[]
 ---@return string[]? argv, string? err
 function Local:rewriteArgv(ctx, argv, file_flags)
+  -- issue 11: plan (pure, no roots), check the out_dir rules, stage, bind
+  local plan, err = workspace.plan(argv, workspace.flags(file_flags))
+  if not plan then return nil, err end
+  local host = self.rt:_host_ref_opts()
+  local hok, herr = workspace.check_host_refs(plan, host)
+  if not hok then return nil, herr end
   local files_dir = ctx.jail
-  if ctx.mode == "none" then
+  if ctx.mode == "none" and plan.uses_files then
     -- the pack root is no place for a call's files: they go to a per-call
     -- directory, so concurrent calls cannot meet and nothing is left behind
-    local dry, err = workspace.plan(argv, { jail = ctx.jail, files_dir = "/", file_flags = file_flags })
-    if not dry then return nil, err end
-    if #dry.stage > 0 or #dry.outputs > 0 then
-      local dir, serr = scratch(self, ctx)
-      if not dir then return nil, "workspace: " .. tostring(serr) end
-      files_dir = dir
-    end
+    local dir, serr = scratch(self, ctx)
+    if not dir then return nil, "workspace: " .. tostring(serr) end
+    files_dir = dir
   end
-  local plan, err = workspace.plan(argv, { jail = ctx.jail, files_dir = files_dir, file_flags = file_flags })
-  if not plan then return nil, err end
-  ctx.plan, ctx.files_dir = plan, files_dir
-  local out_dir = self.rt.out_dir
+  ctx.plan, ctx.files_dir, ctx.host = plan, files_dir, host
   for _, s in ipairs(plan.stage) do
-    local ok, serr = core.stage(out_dir, s.rel, files_dir, s.rel)
+    local ok, serr = core.stage(host.out_dir, s.rel, files_dir, s.rel,
+      { allow_hidden = host.allow_hidden, protected = host.protected })
     if not ok then return nil, serr end
   end
   for _, d in ipairs(plan.dirs) do
@@ -149,8 +149,8 @@ function Local:rewriteArgv(ctx, argv, file_flags)
     local ok, derr = core.mkdirs_beneath(files_dir, d)
     if not ok then return nil, derr end
   end
-  if ctx.mode == "workspace" then ctx.before = core.scan(ctx.jail) end
-  return plan.argv
+  if ctx.mode == "workspace" then ctx.before, ctx.files_truncated = core.scan(ctx.jail) end
+  return workspace.bind(plan, { jail = ctx.jail, files_dir = files_dir })
 end
 
 --- Stage 3: spawn with the jail as cwd.
@@ -191,10 +191,15 @@ function Local:writeback(ctx, r)
     if r.signal or r.timed_out then
       errs[#errs + 1] = "workspace: outputs not written back: the child did not exit normally"
     else
+      -- issue 11: the out_dir rules again, as resolved; replace only when
+      -- allowed; one byte budget for the whole call
+      local host, budget = ctx.host, self.rt.max_writeback
       for _, o in ipairs(plan.outputs) do
-        local ok, err = core.writeback(ctx.files_dir, o.rel, self.rt.out_dir, o.rel)
+        local ok, err = core.writeback(ctx.files_dir, o.rel, host.out_dir, o.rel, { allow_hidden = host.allow_hidden,
+          protected = host.protected, replace = host.replace, max_bytes = budget })
         if ok then
-          files[#files + 1] = self.rt.out_dir .. "/" .. o.rel
+          budget = budget - err -- the bytes copied
+          files[#files + 1] = host.out_dir .. "/" .. o.rel
         elseif ok == nil then
           errs[#errs + 1] = err
         end
@@ -202,7 +207,9 @@ function Local:writeback(ctx, r)
     end
   end
   if ctx.mode == "workspace" and ctx.before then
-    local after = core.scan(ctx.jail) or {}
+    local after, cut = core.scan(ctx.jail)
+    after = after or {}
+    if cut then ctx.files_truncated = true end
     local created = {}
     for rel, sig in pairs(after) do
       -- the runtime's own temporaries are not the call's files
