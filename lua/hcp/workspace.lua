@@ -299,6 +299,33 @@ function M.check_host_refs(plan, o)
   return true
 end
 
+--- The jail references of a plan as the kernel resolves them now (this one
+--- touches the file system): a link inside the jail — a pack's own in mode
+--- none, or one a child left in a persisted jail — must not lead out of it.
+--- The longest existing prefix of each reference is resolved; a dangling
+--- link is refused too.
+---@param plan hcp.Plan
+---@param jail string
+---@return boolean? ok, string? err
+function M.check_jail_refs(plan, jail)
+  local real_jail = core.realpath(jail) or jail
+  for i, e in ipairs(plan.argv) do
+    if type(e) == "table" and e.root == "jail" and e.rel ~= "." then
+      local cur = e.rel
+      while cur do
+        local path = jail .. "/" .. cur
+        local real = core.realpath(path)
+        if (real and not core.contains(real_jail, real)) or (not real and core.kind(path) == "link") then
+          return nil, string.format("workspace: path escapes the jail: argument %d (through a symbolic link)", i)
+        end
+        if real then break end
+        cur = cur:match("^(.*)/[^/]+$")
+      end
+    end
+  end
+  return true
+end
+
 --- The default state directory: $XDG_STATE_HOME/hcp, else ~/.local/state/hcp.
 ---@return string? dir
 function M.default_state_dir()

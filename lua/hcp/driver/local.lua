@@ -139,6 +139,8 @@ function Local:rewriteArgv(ctx, argv, file_flags)
     files_dir = dir
   end
   ctx.plan, ctx.files_dir, ctx.host = plan, files_dir, host
+  local jok, jerr = workspace.check_jail_refs(plan, ctx.jail)
+  if not jok then return nil, jerr end
   for _, s in ipairs(plan.stage) do
     local ok, serr = core.stage(host.out_dir, s.rel, files_dir, s.rel,
       { allow_hidden = host.allow_hidden, protected = host.protected })
