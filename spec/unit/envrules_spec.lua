@@ -47,3 +47,21 @@ describe("envrules.reason with a value", function()
     assert.is_string(envrules.reason("BASH_ENV", " "))
   end)
 end)
+
+describe("envrules: the documented list", function()
+  it("docs/security.md names every refused variable and family", function()
+    local fh = assert(io.open("docs/security.md", "rb"))
+    local doc = fh:read("a")
+    fh:close()
+    local l = envrules.list()
+    for _, name in ipairs(l.names) do
+      assert.truthy(doc:find("`" .. name .. "`", 1, true), name .. " is not in docs/security.md")
+    end
+    for _, f in ipairs(l.families) do
+      assert.truthy(doc:find("`" .. f.prefix .. "*`", 1, true), f.prefix .. "* is not in docs/security.md")
+      for _, name in ipairs(f.except) do
+        assert.truthy(doc:find("`" .. name .. "`", 1, true), name .. " (an exception) is not in docs/security.md")
+      end
+    end
+  end)
+end)
