@@ -137,6 +137,27 @@ for _, driver in ipairs({ "local", "bwrap" }) do
       refused(rt:call({ pack = "cat", args = { link .. "/does-not-exist" } }), "^sandbox: host path not allowed")
     end)
 
+    case("a link followed by ..: the kernel's walk, not the spelling, decides (/tmp/l -> /etc/ssl: /tmp/l/../shadow)", function()
+      local link = S.tmpdir("links-") .. "/l"
+      sh("ln -s /etc/ssl " .. S.q(link))
+      refused(rt:call({ pack = "cat", args = { link .. "/../shadow" } }), "^sandbox: host path not allowed")
+      refused(rt:call({ pack = "cat", args = { link .. "/../not-there-yet" } }), "^sandbox: host path not allowed")
+    end)
+
+    case("more separators: [/etc], JSON text, a backslash-escaped /etc, ${x:-/etc}", function()
+      for _, a in ipairs({ "[/etc/x]", '{"p":"/etc/passwd"}', "\\/etc/passwd", "${x:-/etc/passwd}" }) do
+        refused(rt:call({ pack = "cat", args = { a } }), "^sandbox: host path not allowed")
+      end
+    end)
+
+    case("a plain ../ argument cannot read another pack's persisted jail", function()
+      local res = rt:call({ pack = "shws", args = { "echo mine > data.txt" } })
+      assert.is_true(res.ok, res.error)
+      refused(rt:call({ pack = "cat", args = { "../../workspaces/default/shws/data.txt" } }),
+        "^workspace: path escapes the jail: argument 1$")
+      refused(rt:call({ pack = "sorter", args = { "--random-source=../x" } }), "^workspace: path escapes the jail")
+    end)
+
     case("a link to /etc inside a pack root: workspace:data/passwd is refused (it escapes the jail)", function()
       refused(rt:call({ pack = "linked", args = { "workspace:data/passwd" } }),
         "^workspace: path escapes the jail: argument 1 %(through a symbolic link%)$")

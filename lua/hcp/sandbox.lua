@@ -157,17 +157,21 @@ local function host_path(path)
   -- /proc and /dev are magic links all the way: the lexical rule above is
   -- theirs (resolving /proc/self would name the runtime, not the child)
   if core.contains("/proc", norm) or core.contains("/dev", norm) then return false end
+  -- as the kernel walks it: ".." after a link goes up from the link's
+  -- target (/tmp/l -> /etc/ssl: /tmp/l/../shadow is /etc/shadow), so the
+  -- path is resolved as spelled, its longest existing prefix
   local rest = ""
-  local cur = norm
-  while cur ~= "/" do
+  local cur = path:gsub("/+$", "")
+  while cur ~= "" do
     local real = core.realpath(cur)
     if real then
       local full = core.normalize(real .. rest)
       return under_host_root(full) or magic(full)
     end
-    local parent, leaf = cur:match("^(.*)/([^/]+)$")
+    local parent, leaf = cur:match("^(.*)/([^/]*)$")
+    if not parent then return false end
     rest = "/" .. leaf .. rest
-    cur = parent == "" and "/" or parent
+    cur = parent
   end
   return false
 end
@@ -192,8 +196,8 @@ end
 -- Characters after which a new path may start inside an argument: a
 -- --flag=value, key=value, a PATH-like list, a quoted or spaced word in
 -- SQL or a script, @file forms.
-local SEP = "[%s'\"=:,;@(<>|&`]"
-local PATH_END = "^[^%s'\"=:,;@(<>|&`]*"
+local SEP = "[%s'\"=:,;@(<>|&`+\\%[%]{}-]"
+local PATH_END = "^[^%s'\"=:,;@(<>|&`\\%[%]{}]*"
 
 -- Every place in `a` where a path can start: the start, after a
 -- separator, or after the letters of a glued short option (-o/etc/x,

@@ -83,6 +83,14 @@ local function escapes(norm)
   return norm == ".." or norm:sub(1, 3) == "../"
 end
 
+-- A plain argument (or --x= value) that spells a path out of its cwd, the
+-- jail: "../x", "./../x". ".." alone (jq's recursive descent) is not one.
+local function leaves(v)
+  local first = v:match("^[^/]*")
+  if (first ~= "." and first ~= "..") or not v:find("/", 1, true) then return false end
+  return escapes(core.normalize(v))
+end
+
 local function escape_error(i)
   return nil, string.format("workspace: path escapes the jail: argument %d", i)
 end
@@ -168,7 +176,11 @@ function P:argument(a, i, last)
   if a:sub(1, 5):lower() == "file:" then return file_uri("", a, i) end
   if a == "--" then self.dashdash = true end
   -- after a bare --, options are data (getopt): qrencode's text "-ok" stays "-ok"
-  if self.dashdash or a:sub(1, 1) ~= "-" or a == "-" then return a end
+  if self.dashdash then return a end
+  if a:sub(1, 1) ~= "-" or a == "-" then
+    if leaves(a) then return escape_error(i) end
+    return a
+  end
   local double = a:sub(2, 2) == "-"
   local eq = a:find("=", 1, true)
   local name = eq and a:sub(1, eq - 1) or a
@@ -193,6 +205,7 @@ function P:argument(a, i, last)
   if eq then
     local ref, err = any_value(name .. "=", a:sub(eq + 1), i)
     if ref or err then return ref, err end
+    if leaves(a:sub(eq + 1)) then return escape_error(i) end
   end
   return a
 end

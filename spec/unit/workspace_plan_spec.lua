@@ -226,6 +226,15 @@ describe("workspace.plan: the forms real CLIs accept (issue 11)", function()
     assert.same({ "--", "z" }, outs)
   end)
 
+  it("a plain argument or --x= value that spells a way out of the jail is refused; .. alone is not a path", function()
+    for _, argv in ipairs({ { "../x" }, { "./../db/data.db" }, { "--db=../other/data.db" }, { "a", "../../etc" } }) do
+      local _, err = run(argv)
+      assert.equal("workspace: path escapes the jail: argument " .. #argv, err, argv[#argv])
+    end
+    local argv = { "..", "..|numbers", "[..]", "a/../b", "HEAD..main", "s/a/../../b/", "--", "../as-data" }
+    assert.same(argv, (run(argv)))
+  end)
+
   it("records the argument number of each staged and written-back file", function()
     local p = assert(plan({ "x", "--file", "a", "-ob" }))
     assert.same({ { rel = "a", arg = 3 } }, p.stage)
