@@ -216,3 +216,38 @@ describe("core.spawn of a special file", function()
     assert.matches("not a regular executable file", err)
   end)
 end)
+
+describe("core file operations without /proc (the fallbacks)", function()
+  it("read_file and stage still refuse a FIFO and copy a regular file; resolved checks fail closed", function()
+    local _, code = S.sh("command -v unshare >/dev/null && [ \"$(id -u)\" = 0 ]")
+    if code ~= 0 then pending("needs root and unshare(1) to hide /proc in a mount namespace") return end
+    local d = S.tmpdir("noproc-")
+    S.mkdir(d .. "/out")
+    S.mkdir(d .. "/jail")
+    S.write(d .. "/out/in.txt", "regular")
+    sh("mkfifo " .. S.q(d .. "/out/fifo"))
+    local script = S.write(d .. "/t.lua", string.format([[
+      package.cpath = %q
+      local core = require("hcp.core")
+      local d = %q
+      local function show(...) io.write(tostring((select(1, ...))), "|", tostring((select(2, ...))), "\n") end
+      show(core.read_file(d .. "/out/in.txt", 100))
+      show(core.read_file(d .. "/out/fifo", 100))
+      show(core.stage(d .. "/out", "in.txt", d .. "/jail", "in.txt"))
+      show(core.stage(d .. "/out", "fifo", d .. "/jail", "fifo"))
+      show(core.stage(d .. "/out", "in.txt", d .. "/jail", "in2.txt", { allow_hidden = false }))
+    ]], S.REPO .. "/" .. S.CPATH, d))
+    local out, rc = S.sh(string.format("timeout 20 unshare -m --propagation private sh -c %s 2>&1",
+      S.q("mount -t tmpfs none /proc && " .. S.LUA .. " " .. S.q(script))))
+    if rc ~= 0 and out:match("mount") then pending("cannot mount over /proc here: " .. out) return end
+    assert.equal(0, rc, out)
+    local l = {}
+    for line in out:gmatch("[^\n]+") do l[#l + 1] = line end
+    assert.equal("regular|nil", l[1])
+    assert.matches("^nil|.*a FIFO, not a regular file$", l[2])
+    assert.equal("true|7", l[3])
+    assert.matches("^nil|workspace: staging of fifo refused: it is a FIFO", l[4])
+    assert.matches("^nil|workspace: staging of in.txt refused: its resolved path cannot be checked", l[5])
+    assert.equal("regular", S.read(d .. "/jail/in.txt"))
+  end)
+end)

@@ -85,16 +85,19 @@ static void read_opts(lua_State *L, int idx, struct copy_opts *o)
 }
 
 /* The out_dir side of a copy as the kernel resolved it (fd: the staged file,
- * or the destination's directory with name its leaf): beneath root_real, no
+ * or the destination's directory with name its leaf): beneath the root, no
  * hidden component below it unless allowed, not inside a protected path.
  * Checked on the descriptor, so a symlink inside out_dir cannot lead around
  * the lexical rules. NULL, or why not (possibly in msg). */
-static const char *check_resolved(int fd, const char *name, const char *root_real,
+static const char *check_resolved(int fd, const char *name, int rootfd,
                                   const struct copy_opts *o, char *msg, size_t msgsz)
 {
-    char real[PATH_MAX], preal[PATH_MAX];
-    if (hcp_fd_path(fd, real, sizeof real) < 0)
-        return "its resolved path cannot be checked";
+    char real[PATH_MAX], preal[PATH_MAX], root_real[PATH_MAX];
+    if (o->allow_hidden && o->nprot == 0)
+        return NULL;   /* nothing to check beyond RESOLVE_BENEATH */
+    /* without /proc the resolved path is unknown: refused, never guessed */
+    if (hcp_fd_path(fd, real, sizeof real) < 0 || hcp_fd_path(rootfd, root_real, sizeof root_real) < 0)
+        return "its resolved path cannot be checked (is /proc mounted?)";
     if (name) {
         size_t len = strlen(real);
         int n = snprintf(real + len, sizeof real - len, "%s%s", len == 1 ? "" : "/", name);
@@ -339,16 +342,16 @@ static int l_stage(lua_State *L)
         return pushed;
     int in = -1, dir = -1, out = -1, err = 0;
     const char *what = rel, *escaped_root = src_path, *refusal = NULL;
-    char tmp[64] = "", root_real[PATH_MAX], msg[256];
+    char tmp[64] = "", msg[256];
     struct stat st;
     off_t copied = 0;
     in = hcp_open_regular(src_root, rel, 0, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS, &st);
     if (in == HCP_NOT_REGULAR) {
         in = -1;
         refusal = type_refusal(msg, sizeof msg, st.st_mode);
-    } else if (in < 0 || hcp_fd_path(src_root, root_real, sizeof root_real) < 0) {
+    } else if (in < 0) {
         err = errno;
-    } else if ((refusal = check_resolved(in, NULL, root_real, &o, msg, sizeof msg)) != NULL) {
+    } else if ((refusal = check_resolved(in, NULL, src_root, &o, msg, sizeof msg)) != NULL) {
         /* refused as resolved */
     } else if (st.st_size > COPY_MAX) {
         err = EFBIG;
@@ -440,7 +443,7 @@ static int l_writeback(lua_State *L)
         return pushed;
     int in, dir = -1, out = -1, err = 0, missing = 0;
     const char *refusal = NULL;
-    char tmp[64] = "", msg[256], root_real[PATH_MAX], dirpart[PATH_MAX];
+    char tmp[64] = "", msg[256], dirpart[PATH_MAX];
     struct stat st, dst;
     off_t copied = 0;
     in = open_output(jail, rel, &st, &missing, &refusal, msg, sizeof msg);
@@ -451,10 +454,9 @@ static int l_writeback(lua_State *L)
     } else if (split_rel(dst_rel, dirpart, sizeof dirpart, &name) < 0) {
         err = ENAMETOOLONG;
     } else if ((dir = hcp_open_beneath(dst_root, dirpart, O_PATH | O_DIRECTORY, 0,
-                                       RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)) < 0 ||
-               hcp_fd_path(dst_root, root_real, sizeof root_real) < 0) {
+                                       RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)) < 0) {
         err = errno;
-    } else if ((refusal = check_resolved(dir, name, root_real, &o, msg, sizeof msg)) != NULL) {
+    } else if ((refusal = check_resolved(dir, name, dst_root, &o, msg, sizeof msg)) != NULL) {
         /* refused as resolved */
     } else if (!o.replace && fstatat(dir, name, &dst, AT_SYMLINK_NOFOLLOW) == 0) {
         refusal = "it exists in out_dir and replacing is not allowed (replace is off)";
