@@ -158,9 +158,9 @@ end
 
 describe("hcp.create: max_writeback", function()
   it("is a non-negative integer, default 1 GiB", function()
-    local rt = assert(hcp.create({}))
-    assert.equal(1024 * 1024 * 1024, rt.max_writeback)
-    rt:close()
+    local workspace = require("hcp.workspace")
+    assert.equal(1024 * 1024 * 1024, assert(workspace.host_config({}, nil, nil)).max_writeback)
+    assert.equal(5, assert(workspace.host_config({ max_writeback = 5 }, nil, nil)).max_writeback)
     local bad, err = hcp.create({ max_writeback = -1 })
     assert.is_nil(bad)
     assert.equal('hcp.create: option "max_writeback" must be a non-negative integer of bytes', err)

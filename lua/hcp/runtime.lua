@@ -38,8 +38,6 @@ local OPTIONS = {
   replace = "boolean", allow_hidden = "boolean", max_writeback = "number", protect = "table",
 }
 
--- issue 11: bytes one call may write back under out_dir (data, holes free)
-M.DEFAULT_MAX_WRITEBACK = 1024 * 1024 * 1024
 
 ---@class hcp.Runtime
 ---@field mode "sandbox"|"native-local"
@@ -134,8 +132,10 @@ function M.create(opts)
   -- from: none unless the operator says (issue 11; hcp run/call use the cwd)
   self.out_dir = opts.out_dir and core.normalize(opts.out_dir)
   self._ws_busy = {}
-  local hok, herr = self:_init_host_refs(opts)
-  if not hok then return nil, herr end
+  -- issue 11: replace, allow_hidden, max_writeback, protect
+  local host, herr = workspace.host_config(opts, self.out_dir, self.state_dir)
+  if not host then return nil, herr end
+  self._host = host
 
   self.max_output = DEFAULT_MAX_OUTPUT
   if opts.max_output ~= nil then
@@ -236,55 +236,11 @@ function Runtime:layers()
   return out
 end
 
--- issue 11: the out_dir options (replace, allow_hidden, max_writeback,
--- protect) and the protected paths that never change: pack_dirs, the pack
--- roots (after loading), state_dir, the runtime's own Lua modules, its C
--- module and interpreter, and the operator's `protect` list.
-function Runtime:_init_host_refs(opts)
-  self.replace, self.allow_hidden = opts.replace == true, opts.allow_hidden == true
-  self.max_writeback = M.DEFAULT_MAX_WRITEBACK
-  if opts.max_writeback ~= nil then
-    if opts.max_writeback < 0 or opts.max_writeback ~= math.floor(opts.max_writeback) then
-      return nil, "hcp.create: option \"max_writeback\" must be a non-negative integer of bytes"
-    end
-    self.max_writeback = math.tointeger(opts.max_writeback)
-  end
-  local prot = {}
-  local ok, err = list_of_strings(opts.protect or {}, "hcp.create: option \"protect\"")
-  if not ok then return nil, err end
-  for i, p in ipairs(opts.protect or {}) do
-    if p:sub(1, 1) ~= "/" then return nil, string.format("hcp.create: protect[%d] must be an absolute path", i) end
-    prot[#prot + 1] = p
-  end
-  for _, d in ipairs(opts.pack_dirs or {}) do prot[#prot + 1] = manifest.absolute(d) end
-  prot[#prot + 1] = self.state_dir or workspace.default_state_dir()
-  local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
-  if here then prot[#prot + 1] = manifest.absolute(here) end
-  local so = package.searchpath("hcp.core", package.cpath)
-  if so then prot[#prot + 1] = manifest.absolute(so) end
-  prot[#prot + 1] = core.realpath("/proc/self/exe")
-  self._protected = prot
-  return true
-end
-
---- The out_dir rules for this runtime's calls (workspace.check_host_refs,
---- core.stage/core.writeback): out_dir, the protected paths (as given and
---- as resolved), allow_hidden, replace.
----@return hcp.HostRefOptions
+-- issue 11: the out_dir rules for this runtime's calls (workspace.host_ref_opts)
 function Runtime:_host_ref_opts()
-  local list, seen = {}, {}
-  local function add(p)
-    if p and not seen[p] then seen[p] = true; list[#list + 1] = p end
-  end
-  local function both(p)
-    if not p then return end
-    add(core.normalize(p))
-    add(core.realpath(p))
-  end
-  for _, p in ipairs(self._protected) do both(p) end
-  for _, pack in ipairs(self._packs or {}) do both(pack.root) end
-  both(self._private)
-  return { out_dir = self.out_dir, protected = list, allow_hidden = self.allow_hidden, replace = self.replace }
+  local roots = {}
+  for i, pack in ipairs(self._packs or {}) do roots[i] = pack.root end
+  return workspace.host_ref_opts(self._host, roots, self._private)
 end
 
 -- A private directory of this runtime (0700), for minted credential files

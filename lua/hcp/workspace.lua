@@ -270,12 +270,90 @@ end
 ---@field protected string[]?    absolute paths no reference may reach (pack roots, the state dir, the runtime's files)
 ---@field allow_hidden boolean?  allow dot-named components (.ssh, .git, .config) in a reference
 ---@field replace boolean?       write-back may replace existing files (checked by core.writeback; carried here)
+---@field max_writeback integer? data bytes one call may write back (carried here for the driver)
 
 local function hidden_component(rel)
   for part in rel:gmatch("[^/]+") do
     if part:sub(1, 1) == "." then return part end
   end
   return nil
+end
+
+-- Bytes one call may write back under out_dir (data; holes are free).
+M.DEFAULT_MAX_WRITEBACK = 1024 * 1024 * 1024
+
+-- This module's directory: the runtime's own Lua files.
+local HERE = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+
+---@class hcp.HostConfig
+---@field out_dir string?
+---@field replace boolean
+---@field allow_hidden boolean
+---@field max_writeback integer
+---@field protected string[] the paths always protected (pack roots and the private dir come per call)
+
+--- The out_dir options of `hcp.create`, validated (`replace`,
+--- `allow_hidden`, `max_writeback`, `protect`), and the paths that are
+--- always protected: the operator's `protect`, every `pack_dirs` entry,
+--- the state dir, the runtime's Lua modules, its C module and its
+--- interpreter. Returns nil and an `hcp.create: …` message for a bad option.
+---@param opts table the options of hcp.create (types already checked)
+---@param out_dir string? normalised absolute out_dir, or nil for none
+---@param state_dir string?
+---@return hcp.HostConfig? cfg, string? err
+function M.host_config(opts, out_dir, state_dir)
+  local absolute = require("hcp.manifest").absolute
+  local cfg = { out_dir = out_dir, replace = opts.replace == true, allow_hidden = opts.allow_hidden == true,
+    max_writeback = M.DEFAULT_MAX_WRITEBACK, protected = {} }
+  local mw = opts.max_writeback
+  if mw ~= nil then
+    if type(mw) ~= "number" or mw < 0 or mw ~= math.floor(mw) then
+      return nil, "hcp.create: option \"max_writeback\" must be a non-negative integer of bytes"
+    end
+    cfg.max_writeback = math.tointeger(mw)
+  end
+  local prot = cfg.protected
+  local n = 0
+  for _ in pairs(opts.protect or {}) do n = n + 1 end
+  if n ~= #(opts.protect or {}) then return nil, "hcp.create: option \"protect\" must be an array of absolute paths" end
+  for i, p in ipairs(opts.protect or {}) do
+    if type(p) ~= "string" or p:sub(1, 1) ~= "/" then
+      return nil, string.format("hcp.create: protect[%d] must be an absolute path", i)
+    end
+    prot[#prot + 1] = p
+  end
+  for _, d in ipairs(opts.pack_dirs or {}) do prot[#prot + 1] = absolute(d) end
+  prot[#prot + 1] = state_dir or M.default_state_dir()
+  if HERE then prot[#prot + 1] = absolute(HERE) end
+  local so = package.searchpath("hcp.core", package.cpath)
+  if so then prot[#prot + 1] = absolute(so) end
+  prot[#prot + 1] = core.realpath("/proc/self/exe")
+  return cfg
+end
+
+--- What one call's checks take (check_host_refs, core.stage,
+--- core.writeback): the config's, with the protected paths completed by
+--- the loaded pack roots and the runtime's private directory — each path
+--- as given and as it resolves now.
+---@param cfg hcp.HostConfig
+---@param pack_roots string[]
+---@param private_dir string?
+---@return hcp.HostRefOptions
+function M.host_ref_opts(cfg, pack_roots, private_dir)
+  local list, seen = {}, {}
+  local function add(p)
+    if p and not seen[p] then seen[p] = true; list[#list + 1] = p end
+  end
+  local function both(p)
+    if not p then return end
+    add(core.normalize(p))
+    add(core.realpath(p))
+  end
+  for _, p in ipairs(cfg.protected) do both(p) end
+  for _, r in ipairs(pack_roots) do both(r) end
+  both(private_dir)
+  return { out_dir = cfg.out_dir, protected = list, allow_hidden = cfg.allow_hidden, replace = cfg.replace,
+    max_writeback = cfg.max_writeback }
 end
 
 --- The out_dir rules on a plan, lexically (core.stage/core.writeback check

@@ -280,3 +280,29 @@ describe("workspace.check_host_refs (the out_dir rules, lexically)", function()
     assert.is_true(check({ "-o", "packsX/a", "--file", "out.png" }, o))
   end)
 end)
+
+describe("workspace.host_config and host_ref_opts", function()
+  it("validates the out_dir options of hcp.create", function()
+    assert.same({ nil, 'hcp.create: option "max_writeback" must be a non-negative integer of bytes' },
+      { workspace.host_config({ max_writeback = 1.5 }) })
+    assert.same({ nil, "hcp.create: protect[1] must be an absolute path" }, { workspace.host_config({ protect = { "rel" } }) })
+    assert.same({ nil, 'hcp.create: option "protect" must be an array of absolute paths' },
+      { workspace.host_config({ protect = { x = "/a" } }) })
+    local cfg = assert(workspace.host_config({ replace = true }, "/o", "/s"))
+    assert.is_true(cfg.replace)
+    assert.is_false(cfg.allow_hidden)
+  end)
+
+  it("protects pack_dirs, the state dir, the runtime's own modules, and the per-call pack roots and private dir", function()
+    local cfg = assert(workspace.host_config({ pack_dirs = { "/p/packs" }, protect = { "/extra" } }, "/o", "/s/state"))
+    local o = workspace.host_ref_opts(cfg, { "/p/packs/jq", "/elsewhere/pack" }, "/tmp/hcp-rt-x")
+    local set = {}
+    for _, p in ipairs(o.protected) do set[p] = true end
+    for _, want in ipairs({ "/p/packs", "/s/state", "/extra", "/p/packs/jq", "/elsewhere/pack", "/tmp/hcp-rt-x" }) do
+      assert.is_true(set[want], want)
+    end
+    local here = package.searchpath("hcp.workspace", package.path):match("^(.*)/[^/]*$")
+    assert.is_true(set[core.normalize(require("hcp.manifest").absolute(here))], "the Lua modules")
+    assert.equal("/o", o.out_dir)
+  end)
+end)

@@ -186,7 +186,7 @@ end
 ---@param ctx hcp.DriverContext
 ---@param r table the core's result
 ---@return string[] files, string? err
-function Local:writeback(ctx, r)
+function Local:writeback(ctx, r) -- luacheck: ignore 212
   local files, errs = {}, {}
   local plan = ctx.plan
   if plan and #plan.outputs > 0 then
@@ -195,15 +195,16 @@ function Local:writeback(ctx, r)
     else
       -- issue 11: the out_dir rules again, as resolved; replace only when
       -- allowed; one byte budget for the whole call
-      local host, budget = ctx.host, self.rt.max_writeback
+      local host = ctx.host
+      local budget = host.max_writeback
       for _, o in ipairs(plan.outputs) do
-        local ok, err = core.writeback(ctx.files_dir, o.rel, host.out_dir, o.rel, { allow_hidden = host.allow_hidden,
+        local ok, res = core.writeback(ctx.files_dir, o.rel, host.out_dir, o.rel, { allow_hidden = host.allow_hidden,
           protected = host.protected, replace = host.replace, max_bytes = budget })
         if ok then
-          budget = budget - err -- the bytes copied
+          budget = budget - res -- res: the bytes copied
           files[#files + 1] = host.out_dir .. "/" .. o.rel
         elseif ok == nil then
-          errs[#errs + 1] = err
+          errs[#errs + 1] = res -- res: why not
         end
       end
     end
