@@ -38,7 +38,6 @@ local OPTIONS = {
   replace = "boolean", allow_hidden = "boolean", max_writeback = "number", protect = "table",
 }
 
-
 ---@class hcp.Runtime
 ---@field mode "sandbox"|"native-local"
 local Runtime = {}
