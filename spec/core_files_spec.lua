@@ -230,19 +230,23 @@ describe("core file operations without /proc (the fallbacks)", function()
       package.cpath = %q
       local core = require("hcp.core")
       local d = %q
-      local function show(...) io.write(tostring((select(1, ...))), "|", tostring((select(2, ...))), "\n") end
+      local res = assert(io.open(d .. "/result", "w"))
+      local function show(...) res:write(tostring((select(1, ...))), "|", tostring((select(2, ...))), "\n") end
       show(core.read_file(d .. "/out/in.txt", 100))
       show(core.read_file(d .. "/out/fifo", 100))
       show(core.stage(d .. "/out", "in.txt", d .. "/jail", "in.txt"))
       show(core.stage(d .. "/out", "fifo", d .. "/jail", "fifo"))
       show(core.stage(d .. "/out", "in.txt", d .. "/jail", "in2.txt", { allow_hidden = false }))
+      res:close()
     ]], S.REPO .. "/" .. S.CPATH, d))
+    -- the results go to a file: under make check the interpreter is an ASan
+    -- build, whose exit-time leak checker fails without /proc (not our subject)
     local out, rc = S.sh(string.format("timeout 20 unshare -m --propagation private sh -c %s 2>&1",
       S.q("mount -t tmpfs none /proc && " .. S.LUA .. " " .. S.q(script))))
-    if rc ~= 0 and out:match("mount") then pending("cannot mount over /proc here: " .. out) return end
-    assert.equal(0, rc, out)
+    if rc ~= 0 and out:match("mount:") then pending("cannot mount over /proc here: " .. out) return end
+    assert.truthy(S.read(d .. "/result"), out)
     local l = {}
-    for line in out:gmatch("[^\n]+") do l[#l + 1] = line end
+    for line in (S.read(d .. "/result") or ""):gmatch("[^\n]+") do l[#l + 1] = line end
     assert.equal("regular|nil", l[1])
     assert.matches("^nil|.*a FIFO, not a regular file$", l[2])
     assert.equal("true|7", l[3])
