@@ -87,6 +87,22 @@ describe("rt:start handle", function()
     assert.is_true(eventually(function() return not S.alive(pid) end))
   end)
 
+  it("streams under the bwrap driver too (the spawn options reach bubblewrap's child)", function()
+    local ok_bw, r2 = pcall(runtime, packs, { driver = "bwrap" })
+    if not ok_bw then pending("bwrap cannot run here: " .. tostring(r2)) return end
+    local chunks, h = {}, nil
+    -- the child prints, then sleeps: only output that arrives while it runs
+    -- can kill it before its 30 s are up
+    h = r2:start({ pack = "sleeper" }, { capture = false, on_stdout = function(c)
+      chunks[#chunks + 1] = c
+      h:kill("KILL")
+    end })
+    local res = h:wait(30)
+    assert.equal("ready\n", table.concat(chunks))
+    assert.equal("SIGKILL", res.signal)
+    assert.equal("", res.stdout)
+  end)
+
   it("on_stderr gets the error stream; capture = false keeps no output in the result", function()
     local root = sh_pack("both", 'echo out; echo err >&2')
     local r2 = runtime(root, { isolation = "minimal" })

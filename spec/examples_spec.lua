@@ -155,9 +155,9 @@ local function runtime(isolation, driver)
   if not rts[key] then
     -- workspace-mode packs keep their jails here, never in the real $HOME;
     -- --output files are written back here, never in the checkout
-    local dir = S.tmpdir("examples-")
+    -- (two directories: write-back never reaches the state dir)
     rts[key] = assert(hcp.create({ pack_dirs = { DIR }, isolation = isolation, driver = driver,
-      state_dir = dir, out_dir = dir }))
+      state_dir = S.tmpdir("examples-state-"), out_dir = S.tmpdir("examples-out-") }))
   end
   return rts[key]
 end

@@ -75,8 +75,8 @@ describe("isolation: filesystem (landlock)", function()
     local rel = secret:gsub("^/tmp/", "")
     -- the child builds the /root path itself: in an argument the host-path
     -- rule would refuse it before Landlock had anything to do
-    local res = sh(rt, "r", 'cat "../../$1"; echo "up:$?"; [ -n "$2" ] && { cat "/root/$2"; echo "root:$?"; }; true',
-      rel, root_secret and root_secret:gsub("^/root/", "") or "")
+    local res = sh(rt, "r", 'cat "../../$1"; echo "up:$?"; [ -n "$2" ] && { cat "/$3/$2"; echo "root:$?"; }; true',
+      rel, root_secret and root_secret:gsub("^/root/", "") or "", "root")
     if root_secret then os.remove(root_secret) end
     assert.not_matches("s3cret", res.stdout)
     assert.matches("up:[1-9]", res.stdout)

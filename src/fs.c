@@ -453,6 +453,57 @@ static int l_filetype(lua_State *L)
     return 1;
 }
 
+/* core.read_file(path, max_bytes) -> data | nil, msg, errno
+ * Reads a whole regular file the runtime relies on (a manifest): opened
+ * O_PATH first, so a FIFO, a socket or a device is refused without being
+ * opened for reading (nothing blocks, no device is touched), and refused
+ * when it holds more than max_bytes — also when it grows while read. */
+static int l_read_file(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    lua_Integer max = luaL_checkinteger(L, 2);
+    luaL_argcheck(L, max >= 0 && max < ((lua_Integer)1 << 40), 2, "byte bound out of range");
+    struct stat st;
+    int fd = hcp_open_regular(AT_FDCWD, path, 0, 0, &st);
+    if (fd == HCP_NOT_REGULAR)
+        return luaL_pushfail(L), lua_pushfstring(L, "%s: %s, not a regular file", path, hcp_file_type(st.st_mode)),
+               lua_pushinteger(L, EINVAL), 3;
+    if (fd < 0)
+        return hcp_push_oserror(L, errno, "%s", path);
+    if (st.st_size > max) {
+        close(fd);
+        return luaL_pushfail(L), lua_pushfstring(L, "%s: %I bytes, more than the limit of %I", path,
+                                                 (lua_Integer)st.st_size, max),
+               lua_pushinteger(L, EFBIG), 3;
+    }
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    lua_Integer total = 0;
+    for (;;) {
+        char *p = luaL_prepbuffer(&b);
+        ssize_t n = read(fd, p, LUAL_BUFFERSIZE);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int err = errno;
+            close(fd);
+            return hcp_push_oserror(L, err, "%s", path);
+        }
+        if (n == 0)
+            break;
+        total += n;
+        if (total > max) {
+            close(fd);
+            return luaL_pushfail(L), lua_pushfstring(L, "%s: more than the limit of %I bytes", path, max),
+                   lua_pushinteger(L, EFBIG), 3;
+        }
+        luaL_addsize(&b, (size_t)n);
+    }
+    close(fd);
+    luaL_pushresult(&b);
+    return 1;
+}
+
 /* core.geteuid() -> the runtime's effective uid (namespaces need a user
  * namespace first when it is not 0) */
 static int l_geteuid(lua_State *L)
@@ -509,6 +560,7 @@ static const luaL_Reg fs_funcs[] = {
     {"chown_tree", l_chown_tree},
     {"getrlimits", l_getrlimits},
     {"filetype", l_filetype},
+    {"read_file", l_read_file},
     {"getpid", l_getpid},
     {"geteuid", l_geteuid},
     {NULL, NULL},

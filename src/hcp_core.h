@@ -7,6 +7,8 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #define HCP_CORE_VERSION "0.1.0"
@@ -36,6 +38,35 @@ int hcp_path_contains(const char *base, const char *path);
  * err is passed in because errno must be saved before any Lua call. */
 int hcp_push_oserror(lua_State *L, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Opening files the runtime reads (openfile.c). */
+
+/* openat2 beneath dirfd; where the kernel has no openat2, a component walk
+ * with O_NOFOLLOW at every step ("..": EXDEV). -1 with errno. */
+int hcp_open_beneath(int dirfd, const char *rel, int flags, mode_t mode, uint64_t resolve);
+
+/* Returned by hcp_open_regular when the path is not a regular file (*st
+ * says what it is; nothing was opened for reading, nothing blocked). */
+#define HCP_NOT_REGULAR (-2)
+
+/* Opens rel (beneath dirfd with these resolve flags, or a plain openat when
+ * resolve is 0) for reading, only when it is a regular file: O_PATH first,
+ * fstat into *st, then the same inode reopened O_RDONLY. O_NOFOLLOW in
+ * flags applies to the final component. Returns the fd, HCP_NOT_REGULAR,
+ * or -1 with errno. */
+int hcp_open_regular(int dirfd, const char *rel, int flags, uint64_t resolve, struct stat *st);
+
+/* Reopens an O_PATH descriptor through /proc/self/fd (flags plus O_CLOEXEC,
+ * O_NOCTTY, and O_NONBLOCK for the open itself), checking the inode is st's.
+ * -1 with errno (ENOENT: no /proc). */
+int hcp_reopen(int pathfd, const struct stat *st, int flags);
+
+/* "a FIFO", "a socket", "a character device", … for messages. */
+const char *hcp_file_type(mode_t m);
+
+/* The kernel's absolute name of what fd refers to, into buf. -1 with errno
+ * (ESTALE: deleted, or not reachable from our root). */
+int hcp_fd_path(int fd, char *buf, size_t size);
 
 int luaopen_hcp_core(lua_State *L);
 

@@ -394,6 +394,31 @@ static int l_resolve_beneath(lua_State *L)
     return 1;
 }
 
+/* core.realpath(path) -> the kernel's name for what path leads to (every
+ * symlink followed once, now), read from a descriptor of it: what a pack
+ * root reached through a link is, resolved at load. */
+static int l_realpath(lua_State *L)
+{
+    const char *path = checkabs(L, 1);
+    int err, fd = open(path, O_PATH | O_CLOEXEC);
+    if (fd < 0) {
+        err = errno;
+        return hcp_push_oserror(L, err, "%s", path);
+    }
+    char buf[PATH_MAX];
+    if (hcp_fd_path(fd, buf, sizeof buf) < 0) {
+        err = errno;
+        close(fd);
+        if (!realpath(path, buf))   /* no /proc: the library's walk */
+            return hcp_push_oserror(L, err, "%s", path);
+        lua_pushstring(L, buf);
+        return 1;
+    }
+    close(fd);
+    lua_pushstring(L, buf);
+    return 1;
+}
+
 static int l_allow_match(lua_State *L)
 {
     const char *path;
@@ -437,6 +462,7 @@ static const luaL_Reg paths_funcs[] = {
     {"resolve", l_resolve},
     {"resolve_beneath", l_resolve_beneath},
     {"allow_match", l_allow_match},
+    {"realpath", l_realpath},
     {NULL, NULL}
 };
 

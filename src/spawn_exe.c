@@ -16,21 +16,27 @@
 #include "compat.h"
 
 
-/* O_RDONLY lets us pread the "#!"; an execute-only file (no read bit for us)
- * can still be exec'd through an O_PATH descriptor. */
+/* O_PATH: opening never blocks (a FIFO planted at ./bin/x would wait for a
+ * writer) and never touches a device; the type is checked on this
+ * descriptor, and only a regular file is reopened for reading (see
+ * readable below). An execute-only file is exec'd through the O_PATH
+ * descriptor itself. */
 static int open_rel(int dirfd, const char *rel, int beneath)
 {
-    int flags[2] = { O_RDONLY | O_CLOEXEC, O_PATH | O_CLOEXEC };
-    int fd = -1;
-    for (int i = 0; i < 2; i++) {
-        if (beneath) {
-            fd = hcp_openat2(dirfd, rel, flags[i], 0, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
-        } else {
-            fd = openat(dirfd, rel, flags[i]);
-        }
-        if (fd >= 0 || errno != EACCES)
-            break;
-    }
+    if (beneath)
+        return hcp_openat2(dirfd, rel, O_PATH | O_CLOEXEC, 0, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+    return openat(dirfd, rel, O_PATH | O_CLOEXEC);
+}
+
+/* The checked regular file open for reading (the same inode), so its "#!"
+ * can be read and an interpreter can open it; the O_PATH descriptor itself
+ * when that is refused (execute-only) or impossible. */
+static int readable(int pfd, const struct stat *st)
+{
+    int fd = hcp_reopen(pfd, st, O_RDONLY);
+    if (fd < 0)
+        return pfd;
+    close(pfd);
     return fd;
 }
 
@@ -115,6 +121,7 @@ int hcp_exe_open(const char *path, const char *beneath, int *fdp, int *script,
         *why = EXE_NOTEXEC;
         return EACCES;
     }
+    fd = readable(fd, &st);
     /* pread fails (EBADF) on an O_PATH descriptor: such a file cannot be read
      * by an interpreter either, so it is not treated as a script. */
     *script = pread(fd, magic, 2, 0) == 2 && magic[0] == '#' && magic[1] == '!';

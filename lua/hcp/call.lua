@@ -48,6 +48,7 @@ local check = require("hcp.check")
 ---@field by_name table<string, hcp.Pack>
 ---@field run_as { uid: integer, gid: integer }
 ---@field sockets table<string, string[]>
+---@field host_refs fun(): hcp.HostRefOptions the out_dir rules, with what they protect
 
 ---@class hcp.CallOptions
 ---@field tee_stdout integer? an fd of the caller that receives the child's stdout as it comes
@@ -169,10 +170,13 @@ local function check_envelope(self, pack, req)
   local op = req.op and pack.ops[req.op]
   if req.op and not op then return nil, 126, string.format("envelope: pack %q has no op %q", pack.name, req.op) end
   local name = envelope.call_name(req)
-  -- §4: policy, in every mode
-  local ok, perr = policy.check(self.env.policy, name, M.needs_confirm(pack, op), { pack = pack.name,
-    op = req.op or "exec", name = name, params = req.params, args = req.args, principal = req.principal,
-    id = req.id, mode = req.mode })
+  -- §4: policy, in every mode; an op call with raw args is also
+  -- <pack>.exec, unless the op takes extra_args
+  local ok, perr = policy.check_call(self.env.policy, { pack = pack.name, op = req.op,
+    has_args = req.args ~= nil and #req.args > 0, op_extra_args = op and op.extra_args,
+    needs_confirm_op = op and op.confirm or false, needs_confirm_exec = M.needs_confirm(pack, nil) },
+    { pack = pack.name, op = req.op or "exec", name = name, params = req.params, args = req.args,
+      principal = req.principal, id = req.id, mode = req.mode })
   if not ok then return nil, 126, perr end
   local argv = table.move(pack.wrap.args, 1, #pack.wrap.args, 1, {})
   if op then
@@ -281,8 +285,11 @@ function Call:plan()
     if not ok then return self:refuse(126, herr) end
   end
   self.ws = workspace_of(self.pack)
-  local plan, err = workspace.plan(self.argv, { file_flags = self.ws.file_flags, output_flags = self.ws.output_flags })
+  local plan, err = workspace.plan(self.argv, workspace.flags(self.ws.file_flags, self.ws.output_flags))
   if not plan then return self:refuse(126, err) end
+  -- the out_dir rules, lexically; the core checks them again by descriptor
+  local ok, herr = workspace.check_host_refs(plan, self.env.host_refs())
+  if not ok then return self:refuse(126, herr) end
   self.plan_ = plan
   return self
 end
@@ -307,7 +314,8 @@ end
 function Call:prepare()
   local drv = self.env.driver
   local ctx, err = drv:prepare({ pack = self.pack, principal = self.req.principal or "default", mode = self.ws.mode,
-    network = M.network_allowed(self.pack), uses_files = self.plan_.uses_files, owner = self })
+    network = M.network_allowed(self.pack), uses_files = self.plan_.uses_files, owner = self,
+    refs = self.env.host_refs() })
   if not ctx then
     if err == "busy" then return nil, "busy" end
     return nil, 126, err
@@ -433,6 +441,7 @@ function Call:finish(r)
     res.ok = false
     res.error = res.error and (res.error .. "; " .. werr) or werr
   end
+  if self.ctx.files_truncated then res.files_truncated = true end
   self.result, self.state = res, "done"
   self:cleanup()
   return res

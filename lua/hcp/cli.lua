@@ -26,7 +26,7 @@ end
 
 -- Options that take a value: needed to find where `run`'s PACK starts, after
 -- which every argument belongs to the child verbatim (even `--json` or `-n`).
-local VALUE_OPTIONS = { ["--pack-dir"] = true, ["--allow-bin"] = true, ["--config"] = true }
+local VALUE_OPTIONS = { ["--pack-dir"] = true, ["--allow-bin"] = true, ["--config"] = true, ["--out-dir"] = true }
 
 local function common_options(cmd, no_allow_bin)
   cmd:option("--pack-dir", "Directory of packs, or one pack root (repeatable; default $HCP_PACK_PATH, then ./packs).")
@@ -41,6 +41,18 @@ local function common_options(cmd, no_allow_bin)
   cmd:flag("--native-local", "Together with --no-sandbox: run bins from the host PATH (a trust decision).")
 end
 
+-- issue 11: where a call's file references go (run, hcpx, call)
+local function file_options(cmd, replacing)
+  cmd:option("--out-dir", "Where relative file-flag values are staged from and outputs written back "
+    .. "(default: the current directory).")
+    :argname("<dir>")
+  cmd:flag("--replace", "Let write-back replace existing files under the out dir"
+    .. (replacing and " (the default for run)." or "."))
+  cmd:flag("--no-replace", "Refuse to replace existing files under the out dir"
+    .. (replacing and "." or " (the default for call)."))
+  cmd:flag("--allow-hidden", "Let file references go through hidden names such as .ssh or .git.")
+end
+
 -- hcpx is `hcp run`: its own parser, so its usage reads "hcpx PACK …"
 local function build_hcpx_parser()
   local p = argparse("hcpx", "Short for `hcp run`: one live call of PACK with ARGS.")
@@ -49,6 +61,7 @@ local function build_hcpx_parser()
     os.exit(0)
   end)
   common_options(p)
+  file_options(p, true)
   p:flag("--json", "Print the result envelope instead of passing output through.")
   p:argument("pack", "The pack to call.")
   p:argument("args", "Arguments for the pack's bin, after its wrap.args (taken verbatim)."):args("*")
@@ -69,6 +82,7 @@ local function build_parser()
   local run = p:command("run", "One live call; a piped stdin goes to the child, its output passes through, "
     .. "and its exit status is hcp's.")
   common_options(run)
+  file_options(run, true)
   run:flag("--json", "Print the result envelope instead of passing output through.")
   run:argument("pack", "The pack to call.")
   run:argument("args", "Arguments for the pack's bin, after its wrap.args (taken verbatim).")
@@ -76,6 +90,7 @@ local function build_parser()
 
   local call = p:command("call", "Envelopes in, envelopes out: one JSON document per line.")
   common_options(call)
+  file_options(call, false)
   call:argument("file", "File of request envelopes, or - for stdin (the default)."):args("?")
 
   local list = p:command("list", "The loaded packs: bins as resolved, workspace modes, source dirs.")
@@ -120,6 +135,7 @@ local function open_runtime(a)
 end
 
 local function cmd_run(a)
+  a.replace_default = true -- a rerun of `qrencode -o out.png` replaces out.png, as the tool itself would
   local rt, err = open_runtime(a)
   if not rt then say("%s", err); return 126 end
   local req = { pack = a.pack, args = a.args }

@@ -37,6 +37,39 @@ end
 ---@field allow_bin string[]?
 ---@field no_sandbox boolean?
 ---@field native_local boolean?
+---@field out_dir string?
+---@field replace boolean?
+---@field no_replace boolean?
+---@field allow_hidden boolean?
+---@field replace_default boolean? what replace is when neither the flags nor the file say (hcp run: true)
+
+--- The out_dir options of a command (issue 11): the commands and the REPL
+--- stage from and write back under the current directory unless
+--- `--out-dir` or the config file says otherwise; `--replace`/
+--- `--no-replace` win over the file, which wins over the command's default;
+--- the config file itself is protected (an output must never replace it).
+---@param opts table
+---@param a hcp.ConfigArgs
+---@param file string? the config file
+function M.file_options(opts, a, file)
+  local absolute = require("hcp.manifest").absolute
+  if a.out_dir then opts.out_dir = absolute(a.out_dir) end
+  if opts.out_dir == nil then opts.out_dir = absolute(".") end
+  if a.replace then
+    opts.replace = true
+  elseif a.no_replace then
+    opts.replace = false
+  elseif opts.replace == nil and a.replace_default ~= nil then
+    opts.replace = a.replace_default
+  end
+  if a.allow_hidden then opts.allow_hidden = true end
+  if file and file ~= "" then
+    local protect = {}
+    for i, p in ipairs(type(opts.protect) == "table" and opts.protect or {}) do protect[i] = p end
+    protect[#protect + 1] = absolute(file)
+    opts.protect = protect
+  end
+end
 
 --- Build hcp.create options. Command-line values win over the config file.
 ---@param a hcp.ConfigArgs
@@ -62,6 +95,7 @@ function M.options(a)
   end
   if a.no_sandbox then opts.sandbox = false end
   if a.native_local then opts.native_local = true end
+  M.file_options(opts, a, file)
   return opts
 end
 

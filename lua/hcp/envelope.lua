@@ -226,14 +226,51 @@ end
 -- Fields a full result always carries on the wire, null when absent.
 local RESULT_NULLS = { "id", "signal" }
 
---- Encode a result (or any table) as one line of JSON.
+local function string_array(t)
+  if type(t) ~= "table" or #t == 0 then return false end
+  for _, v in ipairs(t) do
+    if type(v) ~= "string" then return false end
+  end
+  return true
+end
+
+-- The wire form of one field that is not valid UTF-8: a capped stream
+-- loses the incomplete character the cap left at its end; anything else
+-- goes base64-encoded as <field>_b64 (`error` also stays, as text with
+-- U+FFFD, so a refusal always says why). Arrays of strings keep their
+-- valid members and put the others in <field>_b64.
+local function wire_field(wire, res, k, v)
+  if type(v) == "string" then
+    if json.is_utf8(v) then return end
+    if (k == "stdout" or k == "stderr") and res.truncated then
+      local cut = json.trim_partial(v)
+      if json.is_utf8(cut) then wire[k] = cut return end
+    end
+    wire[k .. "_b64"] = json.base64(v)
+    wire[k] = k == "error" and json.sanitize(v) or nil
+  elseif string_array(v) then
+    local good, raw = {}, {}
+    for _, s in ipairs(v) do
+      if json.is_utf8(s) then good[#good + 1] = s else raw[#raw + 1] = json.base64(s) end
+    end
+    if #raw > 0 then
+      wire[k] = json.array(good)
+      wire[k .. "_b64"] = json.array(raw)
+    end
+  end
+end
+
+--- Encode a result (or any table) as one line of JSON. The line is always
+--- valid UTF-8 JSON: a field that is not valid UTF-8 is sent as
+--- `<field>_b64` (see wire_field); the table itself keeps its bytes.
 ---@param res hcp.Result
 ---@return string
 function M.encode(res)
   local wire = {}
   for k, v in pairs(res) do wire[k] = v end
+  for k, v in pairs(res) do wire_field(wire, res, k, v) end
   for _, k in ipairs(RESULT_NULLS) do
-    if wire[k] == nil and (k == "id" or wire.stdout ~= nil) then wire[k] = json.null end
+    if wire[k] == nil and wire[k .. "_b64"] == nil and (k == "id" or res.stdout ~= nil) then wire[k] = json.null end
   end
   if wire.files and getmetatable(wire.files) == nil then wire.files = json.array(wire.files) end
   if wire.isolation and getmetatable(wire.isolation) == nil then wire.isolation = json.array(wire.isolation) end

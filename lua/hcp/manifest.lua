@@ -37,6 +37,9 @@ local MANIFEST = "hcp.json"
 ---@field privacy table?
 
 M.DEFAULT_TIMEOUT_MS = wrap.DEFAULT_TIMEOUT_MS
+-- A manifest larger than this is a load error for that pack (a FIFO, a
+-- device or /dev/zero as hcp.json is one too): loading never blocks.
+M.MAX_MANIFEST_BYTES = 1024 * 1024
 M.DEFAULT_FILE_FLAGS = ws_section.DEFAULT_FILE_FLAGS
 M.WORKSPACE_MODES = ws_section.MODES
 M.LIMIT_KEYS = limits.KEYS
@@ -106,12 +109,10 @@ end
 ---@return hcp.Pack? pack, hcp.Problem[] problems
 function M.load(root)
   local file = root .. "/" .. MANIFEST
-  local fh, err = io.open(file, "rb")
-  if not fh then
+  local text, err = core.read_file(file, M.MAX_MANIFEST_BYTES)
+  if not text then
     return nil, { { file = file, field = "", message = "cannot read: " .. tostring(err) } }
   end
-  local text = fh:read("a")
-  fh:close()
   local doc, jerr = json.decode(text)
   if doc == nil then
     return nil, { { file = file, field = "", message = "invalid JSON: " .. tostring(jerr) } }
@@ -133,6 +134,9 @@ function M.discover(dir)
   if kind ~= "dir" then
     return {}, { { file = abs, field = "", message = "pack dir does not exist or is not a directory" } }
   end
+  -- a root reached through a symlink is resolved once, here: every later
+  -- path check (./bin beneath the root, isolation rules) sees the real one
+  abs = core.realpath(abs) or abs
   if core.kind(abs .. "/" .. MANIFEST) then
     return { abs }, {}
   end
@@ -144,7 +148,7 @@ function M.discover(dir)
   for _, n in ipairs(names) do
     local sub = abs .. "/" .. n
     if n:sub(1, 1) ~= "." and core.kind(sub .. "/" .. MANIFEST) then
-      roots[#roots + 1] = sub
+      roots[#roots + 1] = core.realpath(sub) or sub
     end
   end
   return roots, {}

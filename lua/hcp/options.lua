@@ -10,7 +10,7 @@ local sandbox = require("hcp.sandbox")
 local policy = require("hcp.policy")
 local bindings = require("hcp.bindings")
 local isolation = require("hcp.isolation")
-local manifest = require("hcp.manifest")
+local workspace = require("hcp.workspace")
 
 M.DEFAULT_MAX_OUTPUT = 16 * 1024 * 1024
 -- Layers every spawn gets from the C core and the runtime (§10.2); named
@@ -24,6 +24,8 @@ local TYPES = {
   bindings = "table", policy = "table", isolation = "any", state_dir = "string",
   search_path = "string", out_dir = "string", driver = "string", strict = "boolean",
   max_output = "number", max_timeout_ms = "number", run_as = "table", sockets = "table",
+  -- the out_dir rules (hcp.workspace.host_config)
+  replace = "boolean", allow_hidden = "boolean", max_writeback = "number", protect = "table",
 }
 
 local function fail(fmt, ...)
@@ -89,7 +91,8 @@ end
 ---@field isolation "auto"|"minimal"|string[]
 ---@field driver string
 ---@field state_dir string?
----@field out_dir string
+---@field out_dir string?     where host file references are staged from and written back to (none: refused)
+---@field host_cfg hcp.HostConfig the out_dir rules: replace, allow_hidden, max_writeback, protected paths
 ---@field max_output integer
 ---@field max_timeout_ms integer? the most a request's timeout_ms may ask for (default: the pack's own)
 ---@field pack_dirs string[]
@@ -133,8 +136,11 @@ function M.read(opts)
   local ok, perr = check.string_list(cfg.pack_dirs, "hcp.create: option \"pack_dirs\"")
   if not ok then return nil, perr end
   cfg.state_dir = opts.state_dir and core.normalize(opts.state_dir)
-  -- where relative --output/-o values are written back: the cwd by default
-  cfg.out_dir = core.normalize(opts.out_dir or manifest.absolute("."))
+  -- where relative --output/-o values are written back and inputs staged
+  -- from: none unless the operator says (hcp run/call use the cwd)
+  cfg.out_dir = opts.out_dir and core.normalize(opts.out_dir)
+  cfg.host_cfg, err = workspace.host_config(opts, cfg.out_dir, cfg.state_dir)
+  if not cfg.host_cfg then return nil, err end
   return cfg
 end
 

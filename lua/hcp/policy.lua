@@ -104,4 +104,38 @@ function M.check(p, name, needs_confirm, call)
   return true
 end
 
+---@class hcp.PolicyCall
+---@field pack string
+---@field op string?              nil for a raw-args call (pack.exec)
+---@field has_args boolean        the request carries raw args (a non-empty array)
+---@field op_extra_args boolean?  the op declares "extra_args": true
+---@field needs_confirm_op boolean   the op has confirm: true
+---@field needs_confirm_exec boolean the raw call needs confirming (any op of the pack has confirm: true)
+
+--- Decide a call by what runs (contract §4): `pack.op`, or `pack.exec` for
+--- raw args; an op call that also carries raw args runs the op's template
+--- AND arbitrary arguments, so it must be covered as `pack.exec` too (and
+--- confirmed if either name needs it), unless the op declares
+--- `extra_args: true`, which makes trailing args part of the op. Deny wins.
+---@param p table policy from new()
+---@param c hcp.PolicyCall
+---@param call table the call given to policy.confirm
+---@return boolean? ok, string? err
+function M.check_call(p, c, call)
+  local name = c.pack .. "." .. (c.op or "exec")
+  local confirm = c.op and c.needs_confirm_op or (not c.op and c.needs_confirm_exec)
+  local also
+  if c.op and c.has_args and not c.op_extra_args then
+    also = c.pack .. ".exec"
+    confirm = confirm or c.needs_confirm_exec
+  end
+  if any(p.deny, name) or not any(p.allow, name) then
+    return nil, string.format("policy: %q not covered", name)
+  end
+  if also and (any(p.deny, also) or not any(p.allow, also)) then
+    return nil, string.format("policy: %q not covered (op %q was given raw args, which run as %s)", also, c.op, also)
+  end
+  return M.check(p, name, confirm and true or false, call)
+end
+
 return M

@@ -16,6 +16,7 @@ local isolation = require("hcp.isolation")
 local private = require("hcp.private")
 local locks = require("hcp.workspace.locks")
 local manifest = require("hcp.manifest")
+local workspace = require("hcp.workspace")
 
 M.BASE_LAYERS = options.BASE_LAYERS
 M.DRIVERS = options.DRIVERS
@@ -38,6 +39,18 @@ local function exec_plane(cfg, host)
   return drv, layers
 end
 
+-- The out_dir rules every call is checked against: the configured ones,
+-- with the loaded pack roots and the private directory protected too —
+-- worked out once, at the first call that needs them.
+local function host_refs(self)
+  if not self._host_refs then
+    local roots = {}
+    for i, p in ipairs(self._reg.list) do roots[i] = p.root end
+    self._host_refs = workspace.host_ref_opts(self._cfg.host_cfg, roots, self._host.private:path())
+  end
+  return self._host_refs
+end
+
 --- Validate options and build a runtime. Never raises for bad input.
 ---@param opts table?
 ---@return hcp.Runtime? rt, string? err
@@ -46,7 +59,7 @@ function M.create(opts)
   if not cfg then return nil, err end
   local reg = packs.load(cfg.pack_dirs, cfg.lookup)
   if cfg.strict and #reg.problems > 0 then return nil, manifest.format_problem(reg.problems[1]) end
-  local host = { state_dir = cfg.state_dir, out_dir = cfg.out_dir, private = private.new(),
+  local host = { state_dir = cfg.state_dir, private = private.new(),
     locks = locks.new(), search_path = cfg.search_path, run_as = cfg.run_as }
   local drv, layers = exec_plane(cfg, host)
   if not drv then return nil, layers end
@@ -55,7 +68,7 @@ function M.create(opts)
   self._env = { mode = cfg.mode, policy = cfg.policy, minters = cfg.minters, allowlist = self._allowlist,
     lookup = cfg.lookup, search_path = cfg.search_path, layers = layers, base_layers = M.BASE_LAYERS,
     driver = drv, max_output = cfg.max_output, max_timeout_ms = cfg.max_timeout_ms, by_name = reg.by_name,
-    run_as = cfg.run_as, sockets = cfg.sockets }
+    run_as = cfg.run_as, sockets = cfg.sockets, host_refs = function() return host_refs(self) end }
   return self
 end
 

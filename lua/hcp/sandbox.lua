@@ -125,25 +125,159 @@ function M.check_allowed(path, list, shown)
   return nil, string.format("sandbox: bin %q not allowlisted", shown)
 end
 
-local function under_host_root(p)
-  local norm = core.normalize(p)
-  for _, root in ipairs(M.HOST_ROOTS) do
-    if core.contains(root, norm) then return true end
+-- The host roots, and what they resolve to on this host (a /home that is a
+-- link to /data/home makes /data/home a host root too), lower-cased: the
+-- comparison ignores case, for case-insensitive file systems.
+local host_roots
+local function roots()
+  if host_roots then return host_roots end
+  host_roots = {}
+  for _, r in ipairs(M.HOST_ROOTS) do
+    host_roots[#host_roots + 1] = r:lower()
+    local real = core.realpath(r)
+    if real and real ~= r then host_roots[#host_roots + 1] = real:lower() end
+  end
+  return host_roots
+end
+
+local function under_host_root(norm)
+  local low = norm:lower()
+  for _, root in ipairs(roots()) do
+    if core.contains(root, low) then return true end
   end
   return false
 end
 
---- §10.6: refuse any argument (or `--flag=value` value) that is an absolute
---- path lexically under /etc, /home, /root or /Users.
+-- /proc and /dev/fd names that lead to another root, another cwd or another
+-- process's files: /proc/<pid>/…, /proc/self/{root,cwd,exe,map_files},
+-- /proc/self/fd/N beyond 0..2 and anything beneath a descriptor,
+-- /proc/self/task/<tid>/… alike, /dev/fd/N beyond 0..2.
+local function magic(norm)
+  local c = {}
+  for part in norm:gmatch("[^/]+") do c[#c + 1] = part end
+  local i
+  if c[1] == "proc" and c[2] then
+    if c[2]:match("^%d+$") then return true end
+    if c[2] ~= "self" and c[2] ~= "thread-self" then return false end
+    i = 3
+    if c[i] == "task" then
+      if not c[i + 1] then return false end
+      i = i + 2
+    end
+    if c[i] == "root" or c[i] == "cwd" or c[i] == "exe" or c[i] == "map_files" then return true end
+    if c[i] ~= "fd" then return false end
+    i = i + 1
+  elseif c[1] == "dev" and c[2] == "fd" then
+    i = 3
+  else
+    return false
+  end
+  if not c[i] then return false end
+  return c[i + 1] ~= nil or not c[i]:match("^[012]$")
+end
+
+-- Whether an absolute path names a host path: lexically (after
+-- normalisation), through the /proc forms above, or — where it exists now —
+-- as the kernel resolves it (a link /tmp/e -> /etc). The last is a check at
+-- call time only: the child's own view (Landlock, bwrap) is what holds
+-- afterwards.
+local function host_path(path)
+  local norm = core.normalize(path)
+  if under_host_root(norm) or magic(norm) then return true end
+  -- /proc and /dev are magic links all the way: the lexical rule above is
+  -- theirs (resolving /proc/self would name the runtime, not the child)
+  if core.contains("/proc", norm) or core.contains("/dev", norm) then return false end
+  -- as the kernel walks it: ".." after a link goes up from the link's
+  -- target (/tmp/l -> /etc/ssl: /tmp/l/../shadow is /etc/shadow), so the
+  -- path is resolved as spelled, its longest existing prefix
+  local rest = ""
+  local cur = path:gsub("/+$", "")
+  while cur ~= "" do
+    local real = core.realpath(cur)
+    if real then
+      local full = core.normalize(real .. rest)
+      return under_host_root(full) or magic(full)
+    end
+    local parent, leaf = cur:match("^(.*)/([^/]*)$")
+    if not parent then return false end
+    rest = "/" .. leaf .. rest
+    cur = parent
+  end
+  return false
+end
+
+local function percent_decode(s)
+  return (s:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
+end
+
+-- The path of a file: URI (file:/p, file://host/p, file:///p, percent
+-- escapes decoded), or nil when it names none.
+local function uri_path(u)
+  local rest = u:sub(6)
+  rest = rest:match("^[^?#]*")
+  if rest:sub(1, 2) == "//" then
+    rest = rest:match("^//[^/]*(.*)$")
+  end
+  rest = percent_decode(rest)
+  if rest:sub(1, 1) == "/" then return rest end
+  return nil
+end
+
+-- Characters after which a new path may start inside an argument: a
+-- --flag=value, key=value, a PATH-like list, a quoted or spaced word in
+-- SQL or a script, @file forms.
+local SEP = "[%s'\"=:,;@(<>|&`+\\%[%]{}-]"
+local PATH_END = "^[^%s'\"=:,;@(<>|&`\\%[%]{}]*"
+
+-- Every place in `a` where a path can start: the start, after a
+-- separator, or after the letters of a glued short option (-o/etc/x,
+-- -I/root). Each with whether it starts a value (the whole argument, after
+-- "=", after the glued option), where a tool might expand "~".
+local function starts(a)
+  local out = {}
+  local glued = a:match("^%-%w+()")
+  for p in a:gmatch("()[/~fF]") do
+    local prev = p > 1 and a:sub(p - 1, p - 1) or ""
+    if p == 1 or p == glued or prev:match(SEP) then
+      out[#out + 1] = { p = p, value = p == 1 or p == glued or prev == "=" }
+    end
+  end
+  return out
+end
+
+-- Whether the text of `a` at start `s` names a host path.
+local function names_host(a, s)
+  local p = s.p
+  local c = a:sub(p, p)
+  if c == "/" then
+    if a:sub(math.max(1, p - 10), p - 1):lower() == "workspace:" then return false end
+    return host_path(a:match(PATH_END, p))
+  elseif c == "~" then
+    -- ~ and ~user name home directories, for the tools that expand them
+    return s.value and (a:match("^~[%w._-]*$", p) or a:match("^~[%w._-]*/", p)) ~= nil
+  elseif a:sub(p, p + 4):lower() == "file:" then
+    local path = uri_path(a:sub(p))
+    return path ~= nil and host_path(path)
+  end
+  return false
+end
+
+--- §10.6: refuse any argument that carries an absolute path under /etc,
+--- /home, /root or /Users — in any form an argument can carry one: the
+--- whole argument, the value of `--flag=value` of any flag (and every other
+--- `=`), after a glued short option (`-o/etc/x`), after a separator inside
+--- the argument (`a:/etc`, `x,/root`, `'.open /etc/shadow'`), a `file:` URI
+--- (percent escapes decoded), `~` and `~user` (a home directory), the
+--- /proc forms that lead to another root or process (`/proc/self/root/…`,
+--- `/proc/<n>/cwd/…`, `/proc/thread-self/…`), and paths that reach a host
+--- root through a symlink that exists now. `workspace:REL` names the jail
+--- and is exempt. Host roots compare case-insensitively.
 ---@param argv string[] arguments after argv[0]
 ---@return boolean? ok, string? err
 function M.check_host_paths(argv)
   for i, a in ipairs(argv) do
-    local candidates = { a }
-    local eq = a:find("=", 1, true)
-    if eq then candidates[2] = a:sub(eq + 1) end
-    for _, c in ipairs(candidates) do
-      if c:sub(1, 1) == "/" and under_host_root(c) then
+    for _, st in ipairs(starts(a)) do
+      if names_host(a, st) then
         return nil, string.format("sandbox: host path not allowed: argument %d %q", i, a)
       end
     end

@@ -177,9 +177,12 @@ function M.bwrap_spawn(bwrap, v, spec, o)
   if extra then data[#data + 1] = extra end
   local argv = { "bwrap", "--args", "3", "--" }
   for _, a in ipairs(cmd) do argv[#argv + 1] = a end
-  return { path = bwrap, argv = argv, env = spec.env, cwd = "/", stdin = spec.stdin, data_fds = data,
-    timeout_ms = spec.timeout_ms, max_output = spec.max_output,
-    tee_stdout = spec.tee_stdout, tee_stderr = spec.tee_stderr, isolation = spec.isolation }
+  -- everything the call asked of the spawn (stdin, timeout, capture,
+  -- streaming, tees, isolation) holds for bwrap as it would for the bin
+  local out = {}
+  for k, val in pairs(spec) do out[k] = val end
+  out.path, out.argv, out.cwd, out.beneath, out.data_fds = bwrap, argv, "/", nil, data
+  return out
 end
 
 return M

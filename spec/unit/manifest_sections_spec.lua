@@ -32,7 +32,7 @@ describe("hcp.manifest sections", function()
     local _
     _, problems = call("bindings", { a = { family = "t", env = "X" }, b = { family = "", env = "LD_PRELOAD", as = "disk" } })
     assert.same({ "bindings.b.as: must be \"env\" or \"file\", got disk",
-      "bindings.b.env: LD_PRELOAD LD_* variables are refused (loader injection)",
+      "bindings.b.env: LD_PRELOAD is refused: LD_* variables are loader injection",
       "bindings.b.family: required string" }, fields(problems))
   end)
 
@@ -74,7 +74,8 @@ describe("hcp.manifest sections", function()
     local o, problems = call("ops", { f = { args = { "{x}" }, params = { x = "number" }, bindings = { "gh" } } },
       { gh = { name = "gh" } })
     assert.same({}, problems)
-    assert.same({ name = "f", args = { "{x}" }, params = { x = "number" }, confirm = false, bindings = { "gh" } }, o.f)
+    assert.same({ name = "f", args = { "{x}" }, params = { x = "number" }, confirm = false, bindings = { "gh" },
+      extra_args = false }, o.f)
     local _
     _, problems = call("ops", { ["-bad"] = {}, g = { args = { "{y}" }, params = { z = "date" }, bindings = { "nope" }, confirm = 1 } }, {})
     assert.same({ "ops.-bad: op name must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",

@@ -52,6 +52,13 @@ end
 ---@param spec table core.spawn options without cwd
 ---@return userdata? proc, string? err, integer? errno
 function Bwrap:spawn(ctx, spec)
+  -- bwrap execs the bin by its path inside; a bin that is no longer a
+  -- regular file (a FIFO swapped in after load) is refused here with the
+  -- local driver's words, rather than by bwrap's own exec
+  local real = core.realpath(spec.path)
+  if not real or core.filetype(real) ~= "file" then
+    return nil, string.format("spawn: %s: not a regular executable file", spec.path), 13
+  end
   local opts, err = view.bwrap_spawn(self.bwrap, ctx.view, spec, { network = ctx.network })
   if not opts then return nil, err end
   return core.spawn(opts)

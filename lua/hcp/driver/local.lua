@@ -22,7 +22,6 @@ local workspace = require("hcp.workspace")
 
 ---@class hcp.DriverHost
 ---@field state_dir string?        where workspace-mode jails persist (nil: the XDG default)
----@field out_dir string           where host file references are staged from and written back to
 ---@field private hcp.PrivateDir   the runtime's private directory (0700, removed at close)
 ---@field locks hcp.Locks          workspace serialisation
 ---@field search_path string
@@ -35,6 +34,7 @@ local workspace = require("hcp.workspace")
 ---@field network boolean   the pack may use the network
 ---@field uses_files boolean the plan has file-flag references (mode none needs a files directory)
 ---@field owner any         who holds the workspace lock (the call)
+---@field refs hcp.HostRefOptions the out_dir rules (hcp.workspace.host_ref_opts)
 
 ---@class hcp.DriverContext
 ---@field mode string
@@ -84,7 +84,7 @@ end
 ---@param call hcp.DriverCall
 ---@return hcp.DriverContext? ctx, string? err "busy" when the workspace is held elsewhere
 function Local:prepare(call)
-  local ctx = { mode = call.mode, network = call.network, pack_root = call.pack and call.pack.root }
+  local ctx = { mode = call.mode, network = call.network, pack_root = call.pack and call.pack.root, host = call.refs }
   if call.mode == "workspace" then return persisted(self, ctx, call) end
   if call.mode == "none" and call.pack then
     ctx.jail, ctx.files_dir = call.pack.root, call.pack.root
@@ -137,15 +137,21 @@ function Local:tmpdir(ctx)
 end
 
 --- Stage 2: bind the plan to this call's directories and stage its inputs
---- from out_dir. Refusals came from the plan, before anything was copied.
+--- from out_dir. The plan's refusals and the out_dir rules came first
+--- (before anything was copied); here the jail's own links are checked as
+--- the kernel resolves them, and core.stage checks the out_dir rules again
+--- by descriptor.
 ---@param ctx hcp.DriverContext
 ---@param plan hcp.Plan
 ---@return string[]? argv, string? err
-function Local:rewriteArgv(ctx, plan)
-  local files_dir = ctx.files_dir
+function Local:rewriteArgv(ctx, plan) -- luacheck: ignore 212
+  local files_dir, host = ctx.files_dir, ctx.host
   ctx.plan = plan
+  local jok, jerr = workspace.check_jail_refs(plan, ctx.jail)
+  if not jok then return nil, jerr end
   for _, s in ipairs(plan.stage) do
-    local ok, serr = core.stage(self.host.out_dir, s.rel, files_dir, s.rel)
+    local ok, serr = core.stage(host.out_dir, s.rel, files_dir, s.rel,
+      { allow_hidden = host.allow_hidden, protected = host.protected })
     if not ok then return nil, serr end
   end
   for _, d in ipairs(plan.dirs) do
@@ -153,7 +159,7 @@ function Local:rewriteArgv(ctx, plan)
     local ok, derr = core.mkdirs_beneath(files_dir, d)
     if not ok then return nil, derr end
   end
-  if ctx.mode == "workspace" then ctx.before = core.scan(ctx.jail) end
+  if ctx.mode == "workspace" then ctx.before, ctx.files_truncated = core.scan(ctx.jail) end
   return workspace.bind(plan, { jail = ctx.jail, files_dir = files_dir })
 end
 
@@ -183,7 +189,9 @@ end
 
 -- The files a workspace call created or changed, by a scan before and after.
 local function changed_files(ctx)
-  local after = core.scan(ctx.jail) or {}
+  local after, cut = core.scan(ctx.jail)
+  after = after or {}
+  if cut then ctx.files_truncated = true end
   local created = {}
   for rel, sig in pairs(after) do
     -- the runtime's own temporaries are not the call's files
@@ -201,16 +209,24 @@ end
 ---@param ctx hcp.DriverContext
 ---@param r table the core's result
 ---@return string[] files, string? err
-function Local:writeback(ctx, r)
+function Local:writeback(ctx, r) -- luacheck: ignore 212
   local files, errs = {}, {}
-  local plan, out_dir = ctx.plan, self.host.out_dir
+  local plan, host = ctx.plan, ctx.host
   if plan and #plan.outputs > 0 and (r.signal or r.timed_out) then
     errs[1] = "workspace: outputs not written back: the child did not exit normally"
   elseif plan then
+    -- the out_dir rules again, as resolved; replace only when allowed; one
+    -- byte budget for the whole call
+    local budget = host.max_writeback
     for _, o in ipairs(plan.outputs) do
-      local ok, err = core.writeback(ctx.files_dir, o.rel, out_dir, o.rel)
-      if ok then files[#files + 1] = out_dir .. "/" .. o.rel
-      elseif ok == nil then errs[#errs + 1] = err end
+      local ok, res = core.writeback(ctx.files_dir, o.rel, host.out_dir, o.rel, { allow_hidden = host.allow_hidden,
+        protected = host.protected, replace = host.replace, max_bytes = budget })
+      if ok then
+        budget = budget - res -- res: the bytes copied
+        files[#files + 1] = host.out_dir .. "/" .. o.rel
+      elseif ok == nil then
+        errs[#errs + 1] = res -- res: why not
+      end
     end
   end
   if ctx.mode == "workspace" and ctx.before then

@@ -4,25 +4,28 @@
 local M = {}
 
 local check = require("hcp.check")
+local envrules = require("hcp.envrules")
 
 --- Variables no manifest may set: the sandbox marker, the fixed PATH, and
---- the dynamic loader's LD_* family (LD_PRELOAD would run a library that is
---- on no allow-list inside an allowed bin).
+--- every variable that makes a program load code (LD_PRELOAD, GCONV_PATH,
+--- BASH_ENV, …: hcp.envrules has the list).
 ---@param name string
+---@param value string? the value agent_env gives it ("" and "/dev/null" turn a loader off)
 ---@return string? reason
-function M.reserved_env(name)
+function M.reserved_env(name, value)
   if name == "HCP_SANDBOX" then return "is set by the runtime" end
   if name == "PATH" then return "is fixed by the runtime (search_path)" end
-  if name:sub(1, 3) == "LD_" then return "LD_* variables are refused (loader injection)" end
-  return nil
+  return envrules.reason(name, value)
 end
 
---- Check one variable name for `field`; the reason it is refused, if any.
+--- Check one variable of agent_env (name and value); the reason it is
+--- refused, if any.
 ---@param name any
+---@param value any
 ---@return string? problem
-function M.problem(name)
+function M.problem(name, value)
   if not check.is_env_name(name) then return "not a valid environment variable name" end
-  local why = M.reserved_env(name)
+  local why = M.reserved_env(name, type(value) == "string" and value or nil)
   if why then return name .. " " .. why end
   return nil
 end

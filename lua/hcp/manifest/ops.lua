@@ -6,7 +6,7 @@ local M = {}
 local check = require("hcp.check")
 
 M.PARAM_TYPES = { string = true, number = true, boolean = true }
-local FIELDS = { args = true, params = true, confirm = true, bindings = true, description = true }
+local FIELDS = { args = true, params = true, confirm = true, bindings = true, description = true, extra_args = true }
 
 local function params(v, r, f)
   local out = {}
@@ -80,6 +80,10 @@ local function one(name, op, r, bindings)
     if type(op.confirm) ~= "boolean" then r:bad(f .. ".confirm", "must be a boolean") else o.confirm = op.confirm end
   end
   o.bindings = binding_names(op.bindings, r, f .. ".bindings", bindings)
+  -- trailing raw args of an op call are the op's own only when it says so
+  -- (contract §4); otherwise such a call is also <pack>.exec for policy
+  if op.extra_args ~= nil and type(op.extra_args) ~= "boolean" then r:bad(f .. ".extra_args", "must be a boolean") end
+  o.extra_args = op.extra_args == true
   if op.description ~= nil and type(op.description) ~= "string" then r:bad(f .. ".description", "must be a string") end
   o.description = op.description
   return o

@@ -52,7 +52,7 @@ local function agent_env(v, r, binding_env)
   end
   for k, val in pairs(v) do
     local f = "wrap.agent_env." .. tostring(k)
-    local why = env.problem(k)
+    local why = env.problem(k, val)
     if why then r:bad(f, "%s", why)
     elseif type(val) ~= "string" or check.has_nul(val) then r:bad(f, "value must be a string without NUL")
     elseif binding_env[k] then r:bad(f, "%s is the variable of binding %q", k, binding_env[k])
