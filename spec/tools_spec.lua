@@ -274,6 +274,16 @@ describe("rt:tools", function()
     assert.same({ nil, 'envelope: parameter "args" of "argv.exec" must be an array of strings' },
       { tools.request(by_name(rt:tools()).argv__exec, { args = { "a", 1 } }) })
     assert.same({ nil, 'envelope: the arguments of "argv.o" must be an object' }, { tools.request(t, { 1, 2 }) })
+    -- the envelope's own fields are not arguments: an agent cannot set the id (which a
+    -- confirmation is bound to), the principal, the mode or raw args through them
+    for _, field in ipairs({ "id", "principal", "mode", "args", "pack", "op", "timeout_ms" }) do
+      assert.same({ nil, string.format('envelope: op "argv.o" has no parameter %q', field) },
+        { tools.request(t, { s = "x", [field] = "v" }, { id = "i" }) })
+    end
+    assert.same({ nil, 'envelope: op "argv.exec" has no parameter "id"' },
+      { tools.request(by_name(rt:tools()).argv__exec, { args = {}, id = "mcp-1" }) })
+    -- JSON null for a required parameter is a missing one, never an empty argument
+    assert.same({ nil, 'envelope: op "argv.o" is missing parameter "s"' }, { tools.request(t, { s = json.null }) })
   end)
 
   it("lists every example op, each with a description on the op and on every param", function()

@@ -93,6 +93,9 @@ local function build_parser()
   common_options(tools)
   tools:flag("--json", "Print the tool list as MCP's tools/list returns it.")
 
+  local mcp = p:command("mcp", "An MCP server on stdin/stdout: every allowed op as a typed, sandboxed tool.")
+  common_options(mcp)
+
   local wrap = p:command("wrap", "Scaffold a pack for an existing CLI (§10.6).")
   common_options(wrap, true) -- the bin being wrapped is allowed for its --help alone
   wrap:argument("bin", "The binary: a bare name (resolved like sandbox mode would) or an absolute path.")
@@ -227,7 +230,7 @@ local function cmd_doctor(a)
   return 0
 end
 
--- ---- hcp tools ------------------------------------------------------
+-- ---- hcp tools, hcp mcp -------------------------------------------------
 
 local function param_line(name, prop, required)
   local ty = prop.type == "array" and "array of strings" or prop.type
@@ -267,6 +270,14 @@ local function cmd_tools(a)
   end
   rt:close()
   return 0
+end
+
+local function cmd_mcp(a)
+  local mcp = require("hcp.mcp")
+  local approvals = {}
+  local rt, err = open_runtime(a, function(opts) return mcp.with_confirm(opts, approvals) end)
+  if not rt then say("%s", err); return 126 end
+  return mcp.serve(rt, approvals, { version = hcp.version })
 end
 
 -- ---- hcp wrap -----------------------------------------------------------
@@ -437,7 +448,7 @@ function M.main(name, args)
   if rest then a.args = rest end
   if prog == "hcpx" then return cmd_run(a) end
   local handlers = { run = cmd_run, call = cmd_call, list = cmd_list, validate = cmd_validate,
-    doctor = cmd_doctor, wrap = cmd_wrap, tools = cmd_tools }
+    doctor = cmd_doctor, wrap = cmd_wrap, tools = cmd_tools, mcp = cmd_mcp }
   local handler = handlers[a.command]
   if not handler then
     stdout:write(parser:get_help(), "\n")
