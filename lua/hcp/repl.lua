@@ -70,6 +70,20 @@ function M.print(...)
   io.stdout:write(table.concat(out, "\t"), "\n")
 end
 
+--- What the REPL says when it found no packs: where it looked, and where
+--- that came from.
+---@param dirs string[] the pack_dirs it used
+---@return string
+function M.no_packs(dirs)
+  local function env(name)
+    local v = os.getenv(name)
+    return (v and v ~= "") and string.format("%s=%s", name, v) or (name .. " is not set")
+  end
+  local where = #dirs > 0 and ("looked in " .. table.concat(dirs, ", ")) or "looked nowhere: there is no ./packs here"
+  return string.format("hcp-lua: no packs loaded; %s (%s, %s); rt has no packs to call", where, env("HCP_PACK_PATH"),
+    env("HCP_CONFIG"))
+end
+
 --- The REPL's runtime, over the configured packs ($HCP_CONFIG,
 --- $HCP_PACK_PATH or ./packs). Raises with the reason when the configuration
 --- is bad; hcp-lua turns that into a one-line warning and starts without rt.
@@ -83,6 +97,7 @@ function M.runtime()
   for _, p in ipairs(rt:problems()) do
     io.stderr:write(require("hcp.manifest").format_problem(p), "\n")
   end
+  if #rt:packs() == 0 then io.stderr:write(M.no_packs(opts.pack_dirs), "\n") end
   -- a printer the user defined (with -e or -l) wins
   if _G.hcp_repl_print == nil then _G.hcp_repl_print = M.print end
   return rt
