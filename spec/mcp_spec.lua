@@ -179,6 +179,29 @@ describe("hcp.core stdio (poll_in, read_fd, write_fd)", function()
   end)
 end)
 
+describe("hcp.mcp.with_confirm", function()
+  local mcp = require("hcp.mcp")
+
+  it("approves one call, once, by its envelope id, and keeps the rest of the policy", function()
+    local approvals = {}
+    local opts = mcp.with_confirm({ pack_dirs = { "x" }, policy = { deny = { "a.b" } } }, approvals)
+    assert.same({ "x" }, opts.pack_dirs)
+    assert.same({ "a.b" }, opts.policy.deny)
+    local confirm = opts.policy.confirm
+    assert.is_false(confirm({ id = "mcp-1" }))
+    approvals["mcp-1"] = true
+    assert.is_false(confirm({ id = "mcp-2" }))
+    assert.is_true(confirm({ id = "mcp-1" }))
+    assert.is_false(confirm({ id = "mcp-1" }), "an approval is used once")
+    local asked
+    local theirs = mcp.with_confirm({ policy = { confirm = function(c) asked = c.id; return false end } }, approvals)
+    approvals["mcp-3"] = true
+    assert.is_false(theirs.policy.confirm({ id = "mcp-3" }))
+    assert.equal("mcp-3", asked)
+    assert.is_nil(approvals["mcp-3"])
+  end)
+end)
+
 describe("hcp mcp over a pipe", function()
   it("negotiates the version and declares tools and logging", function()
     for requested, answered in pairs({ ["2025-06-18"] = "2025-06-18", ["2025-11-25"] = "2025-11-25",
@@ -319,6 +342,16 @@ describe("hcp mcp over a pipe", function()
     assert.same({}, with_method(plain, "elicitation/create"))
     assert.equal('policy: "slow.careful" not confirmed', by_id(plain, 2).result.content[1].text)
     assert.matches("no elicitation capability", by_id(plain, 2).result.content[2].text)
+  end)
+
+  it("asks the config's own policy.confirm too, after the user's yes", function()
+    local cfg = S.write(S.tmpdir("mcp-cfg-") .. "/c.lua",
+      "return { policy = { confirm = function(call) return call.principal == 'nobody' end } }")
+    local yes = '{"jsonrpc":"2.0","id":"hcp-confirm-1","result":{"action":"accept","content":{"confirm":true}}}'
+    local msgs = session({ init(1, "2025-06-18", { elicitation = {} }), INITIALIZED, call_line(2, "slow__careful"), yes },
+      "--config " .. q(cfg))
+    assert.equal(1, #with_method(msgs, "elicitation/create"))
+    assert.equal('policy: "slow.careful" not confirmed', by_id(msgs, 2).result.content[1].text)
   end)
 
   it("kills a cancelled call and sends no answer for it", function()

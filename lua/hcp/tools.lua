@@ -103,7 +103,7 @@ local function exec_tool(pack)
   local name = pack.name .. ".exec"
   local argv = table.concat({ pack.wrap.bin, table.unpack(pack.wrap.args) }, " ")
   local d = string.format("Run %s with raw arguments: the whole command line tool, not one op.", argv)
-  if pack.description then d = pack.description .. ". " .. d end
+  if pack.description then d = pack.description:gsub("[%s.]+$", "") .. ". " .. d end
   local confirm = call.needs_confirm(pack, nil)
   if confirm then d = d .. " Runs only after the user confirms it." end
   local schema = { type = "object", additionalProperties = false, required = json.array({ "args" }), properties = {
