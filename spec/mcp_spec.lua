@@ -202,6 +202,79 @@ describe("hcp.mcp.with_confirm", function()
   end)
 end)
 
+describe("hcp.mcp_session", function()
+  local session_mod = require("hcp.mcp_session")
+
+  local function fixture(opts)
+    local rt = assert(require("hcp").create({ pack_dirs = { PACKS } }))
+    local sent = {}
+    local function send(m)
+      sent[#sent + 1] = type(m) == "string" and json.decode(m) or json.decode(rpc.encode(m))
+      return true
+    end
+    opts.approvals = {}
+    local sess = session_mod.new(rt, send, opts)
+    sess:receive(init(0))
+    return sess, rt, sent
+  end
+
+  local function drive(rt, sess, cond)
+    local deadline = core.monotonic_us() + 30e6
+    while not cond() and core.monotonic_us() < deadline do
+      rt:step(0.05)
+      sess:tick()
+    end
+    return cond()
+  end
+
+  it("runs at most max_calls at once; the others wait their turn, in order", function()
+    local sess, rt, sent = fixture({ max_calls = 1 })
+    sess:receive(call_line(1, "slow__wait", { secs = "0.3", tag = "a" }))
+    sess:receive(call_line(2, "slow__wait", { secs = "0", tag = "b" }))
+    assert.equal(1, sess.running)
+    assert.equal(1, #sess.waiting)
+    assert.is_true(drive(rt, sess, function() return by_id(sent, 1) ~= nil end))
+    assert.is_nil(by_id(sent, 2), "the second call ran before the first ended")
+    assert.is_true(drive(rt, sess, function() return by_id(sent, 2) ~= nil end))
+    assert.equal("done a\n", by_id(sent, 1).result.structuredContent.stdout)
+    assert.equal("done b\n", by_id(sent, 2).result.structuredContent.stdout)
+    assert.equal(0, sess.running)
+    rt:close()
+  end)
+
+  it("refuses a call when too many wait, and a cancelled waiting call never starts", function()
+    local sess, rt, sent = fixture({ max_calls = 1, max_waiting = 1 })
+    sess:receive(call_line(1, "slow__wait", { secs = "0.2", tag = "a" }))
+    sess:receive(call_line(2, "slow__wait", { secs = "0", tag = "b" }))
+    sess:receive(call_line(3, "slow__wait", { secs = "0", tag = "c" }))
+    assert.is_true(by_id(sent, 3).result.isError)
+    assert.matches("^spawn: hcp mcp has 1 calls running and 1 waiting", by_id(sent, 3).result.content[1].text)
+    sess:receive('{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}')
+    assert.is_true(drive(rt, sess, function() return not sess:busy() end))
+    assert.is_table(by_id(sent, 1))
+    assert.is_nil(by_id(sent, 2))
+    rt:close()
+  end)
+end)
+
+describe("hcp.mcp_result", function()
+  local mres = require("hcp.mcp_result")
+
+  it("keeps every message under MAX_MESSAGE, cutting output and saying so", function()
+    local big = string.rep("\1", 3 * 1024 * 1024)   -- 6 bytes each once escaped
+    local line = mres.fit(1, { ok = true, exit = 0, stdout = big, stderr = big }, nil)
+    assert.is_true(#line <= mres.MAX_MESSAGE)
+    local r = json.decode(line).result
+    assert.is_true(r.structuredContent.truncated)
+    assert.matches("more bytes: hcp mcp sends the first", r.content[1].text)
+    local bin = string.rep("\255", 3 * 1024 * 1024)
+    r = json.decode(mres.fit(2, { ok = true, exit = 0, stdout = bin }, nil)).result
+    assert.is_true(r.structuredContent.truncated)
+    assert.equal(rpc.base64(string.rep("\255", mres.LIMITS[1].text)), r.structuredContent.stdout_b64)
+    assert.matches("the first 1048576 of them", r.content[1].text)
+  end)
+end)
+
 describe("hcp mcp over a pipe", function()
   it("negotiates the version and declares tools and logging", function()
     for requested, answered in pairs({ ["2025-06-18"] = "2025-06-18", ["2025-11-25"] = "2025-11-25",

@@ -48,7 +48,7 @@ local function writer(fd)
   local broken = false
   return function(msg)
     if broken then return false end
-    local ok = core.write_fd(fd, rpc.encode(msg) .. "\n")
+    local ok = core.write_fd(fd, (type(msg) == "string" and msg or rpc.encode(msg)) .. "\n")
     if not ok then broken = true end
     return ok and true or false
   end, function() return broken end

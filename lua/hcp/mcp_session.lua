@@ -30,11 +30,13 @@ M.VERSIONS = { ["2025-11-25"] = true, ["2025-06-18"] = true }
 M.LATEST = "2025-11-25"
 M.PAGE_SIZE = 100
 M.PROGRESS_S = 1.0 -- a running call with a progress token hears from us at least this often
+M.MAX_CALLS = 16   -- calls running at once; more wait, in order (MCP: servers rate-limit tool calls)
+M.MAX_WAITING = 256 -- calls waiting for a free slot; past it a call is refused
 M.LEVELS = { debug = 1, info = 2, notice = 3, warning = 4, error = 5, critical = 6, alert = 7, emergency = 8 }
 
 ---@class hcp.McpSession
 ---@field rt hcp.Runtime
----@field send fun(msg: table): boolean
+---@field send fun(msg: table|string): boolean  a message, or one already encoded as a line
 local Session = {}
 Session.__index = Session
 
@@ -43,12 +45,13 @@ Session.__index = Session
 --- `opts.page_size` for tools/list.
 ---@param rt hcp.Runtime
 ---@param send fun(msg: table): boolean
----@param opts { approvals: table, version: string?, page_size: integer?, log_level: string? }
+---@param opts { approvals: table, version: string?, page_size: integer?, log_level: string?, max_calls: integer?, max_waiting: integer? }
 ---@return hcp.McpSession
 function M.new(rt, send, opts)
   local self = setmetatable({ rt = rt, send = send, approvals = opts.approvals, hcp_version = opts.version or "?",
     page_size = opts.page_size or M.PAGE_SIZE, calls = {}, asking = {}, next_req = 0, next_env = 0,
-    level = M.LEVELS[opts.log_level or "warning"], state = "new" }, Session)
+    level = M.LEVELS[opts.log_level or "warning"], state = "new", running = 0, waiting = {},
+    max_calls = opts.max_calls or M.MAX_CALLS, max_waiting = opts.max_waiting or M.MAX_WAITING }, Session)
   self.index, self.listed = {}, {}
   for _, t in ipairs(rt:tools({ all = true })) do
     self.index[t.name] = t
@@ -122,7 +125,7 @@ end
 function handlers.tools_call(self, p, id)
   if type(p.name) ~= "string" then return nil, rpc.INVALID_PARAMS, "tools/call: name must be a string" end
   local t = self.index[p.name]
-  if not t then return nil, rpc.INVALID_PARAMS, "Unknown tool: " .. p.name end
+  if not t then return nil, rpc.INVALID_PARAMS, "Unknown tool: " .. p.name:sub(1, 200) end
   if p.arguments ~= nil and p.arguments ~= json.null and type(p.arguments) ~= "table" then
     return nil, rpc.INVALID_PARAMS, "tools/call: arguments must be an object"
   end
@@ -185,9 +188,31 @@ function Session:on_response(msg)
   self:start(rec, "(" .. why .. ")")
 end
 
--- Hand the call to the runtime; the answer goes out from on_exit.
+-- Hand the call to the runtime when a slot is free, else let it wait.
 function Session:start(rec, note)
   rec.note = note
+  if self.running < self.max_calls then return self:launch(rec) end
+  if #self.waiting >= self.max_waiting then
+    self.approvals[rec.env_id] = nil
+    return self:answer(rec, { hcp = 1, ok = false, exit = 126, error = string.format(
+      "spawn: hcp mcp has %d calls running and %d waiting; try again when one has finished", self.running, #self.waiting) })
+  end
+  rec.waiting = true
+  self.waiting[#self.waiting + 1] = rec
+end
+
+-- Start the calls that waited, while there are free slots.
+function Session:pump()
+  while self.running < self.max_calls and #self.waiting > 0 do
+    local rec = table.remove(self.waiting, 1)
+    rec.waiting = nil
+    if not rec.cancelled then self:launch(rec) end
+  end
+end
+
+-- The call goes to the runtime; the answer goes out from on_exit.
+function Session:launch(rec)
+  self.running, rec.counted = self.running + 1, true
   local function on_output(chunk)
     rec.bytes = rec.bytes + #chunk
     if rec.token and rec.progress == 0 then self:progress(rec) end
@@ -200,13 +225,18 @@ function Session:start(rec, note)
   if rec.handle:pid() then self:log("debug", string.format("%s started, pid %d", rec.tool.call, rec.handle:pid())) end
 end
 
--- The response to a tools/call, unless it was cancelled.
+-- The response to a tools/call, unless it was cancelled; its slot goes to
+-- the next call waiting.
 function Session:answer(rec, res)
+  if rec.counted then
+    self.running, rec.counted = self.running - 1, false
+    self:pump()
+  end
   local k = key(rec.id)
   if rec.cancelled or self.calls[k] ~= rec then return end
   self.calls[k] = nil
   rec.handle = nil
-  self.send(rpc.response(rec.id, result.from_result(res, rec.note)))
+  self.send(result.fit(rec.id, res, rec.note))
 end
 
 function Session:progress(rec)
@@ -252,6 +282,7 @@ function notifications.cancelled(self, p)
   rec.cancelled = true
   self.calls[key(id)] = nil
   if rec.asking then self.asking[rec.asking] = nil end
+  self.approvals[rec.env_id] = nil
   if rec.handle then rec.handle:kill("KILL") end
   self:log("info", string.format("%s cancelled%s", rec.tool.call,
     type(p.reason) == "string" and (": " .. p.reason) or ""))
