@@ -116,18 +116,37 @@ function M.normalize_id(id)
   return id
 end
 
+--- A response carrying `result`.
+---@param id string|integer
+---@param result table
+---@return table
 function M.response(id, result)
   return { jsonrpc = "2.0", id = id, result = result }
 end
 
+--- An error response; `id` nil when the request's id could not be read.
+---@param id (string|integer)?
+---@param code integer
+---@param message string
+---@param data any
+---@return table
 function M.error(id, code, message, data)
   return { jsonrpc = "2.0", id = id == nil and json.null or id, error = { code = code, message = message, data = data } }
 end
 
+--- A notification (no id, no answer).
+---@param method string
+---@param params table?
+---@return table
 function M.notification(method, params)
   return { jsonrpc = "2.0", method = method, params = params }
 end
 
+--- A request of the server's own (e.g. elicitation/create).
+---@param id string
+---@param method string
+---@param params table?
+---@return table
 function M.request(id, method, params)
   return { jsonrpc = "2.0", id = id, method = method, params = params }
 end
