@@ -4,6 +4,7 @@
 #   make deps       install missing Debian packages (root), or print the command
 #   make demo       deps + build + one real sandboxed pack call
 #   make test       deps + build + the C path tests, luacheck, every spec (busted)
+#   make mcp-clients  the MCP clients the specs drive hcp mcp with, into build/mcp-clients
 #   make check      the same specs under ASan+UBSan
 #   make bench      per-call latency against a posix_spawn baseline
 #   make install    PREFIX=/usr/local: commands, Lua modules, C module, man pages,
@@ -26,11 +27,14 @@ BUILD     ?= build
 # recipes docs/lua-api.md shows); both are built for Lua 5.4 by Debian.
 # luarocks: the packaging spec builds the rockspec into a temporary tree, as a LuaRocks user would.
 # zsh: the completion spec loads the generated zsh completion (bash is there already).
+# nodejs (and npm, a package of its own unless the nodejs build bundles it): the official MCP
+# clients (TypeScript SDK, inspector CLI) that spec/mcp_spec.lua drives hcp mcp with, installed by
+# `make mcp-clients` at the versions spec/mcp/package-lock.json pins.
 DEB_PKGS := lua5.4 liblua5.4-dev lua-cjson lua-busted lua-argparse lua-check \
             libreadline-dev gcc make pkg-config \
             jq sqlite3 bc libxml2-utils git qrencode bubblewrap \
             procps groff-base lua-luv lua-cqueues \
-            luarocks zsh
+            luarocks zsh nodejs
 
 LUA_CFLAGS := $(shell pkg-config --cflags lua$(LUA_VER) 2>/dev/null || echo -I/usr/include/lua$(LUA_VER))
 ifdef LUA_INCDIR
@@ -54,7 +58,9 @@ HCP_LUA  := $(BUILD)/bin/hcp-lua
 LUA_LINK := $(BUILD)/share/lua/$(LUA_VER)/hcp
 C_TESTS  := $(BUILD)/test/test_paths
 
-.PHONY: rock rock-install all deps demo test check bench install uninstall clean lint completion
+MCP_CLIENTS := $(BUILD)/mcp-clients
+
+.PHONY: rock rock-install all deps demo test check bench install uninstall clean lint completion mcp-clients
 
 all: $(CORE_SO) $(HCP_LUA) $(BUILD)/bin/hcp $(BUILD)/bin/hcpx $(LUA_LINK) $(C_TESTS)
 
@@ -108,19 +114,34 @@ deps:
 	  echo "deps: missing Debian packages:$$missing"; \
 	  echo "deps: run: sudo apt-get install -y$$missing"; exit 1; \
 	fi
+	@command -v npm >/dev/null 2>&1 || if [ "$$(id -u)" = 0 ]; then \
+	  echo "deps: installing npm"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm; \
+	else echo "deps: missing: npm; run: sudo apt-get install -y npm"; exit 1; fi
+
+# The MCP clients (npm registry, pinned by the committed lockfile) in build/, never
+# system-wide. Without node or npm the specs that need them are pending, and say so.
+mcp-clients: deps
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+	  echo "mcp-clients: node or npm is missing; the MCP client specs will be pending"; \
+	elif [ -f $(MCP_CLIENTS)/.stamp ] && cmp -s spec/mcp/package-lock.json $(MCP_CLIENTS)/package-lock.json; then \
+	  echo "mcp-clients: installed"; \
+	else \
+	  mkdir -p $(MCP_CLIENTS) && cp spec/mcp/package.json spec/mcp/package-lock.json $(MCP_CLIENTS)/ && \
+	  npm ci --prefix $(MCP_CLIENTS) --no-audit --no-fund --loglevel=error && touch $(MCP_CLIENTS)/.stamp; \
+	fi
 
 demo: deps all
 	@echo '$$ build/bin/hcp run --json jq -nc "{sandbox: env.HCP_SANDBOX, sum: (1+2)}"'
 	@$(BUILD)/bin/hcp run --json --pack-dir packs-examples jq -nc '{sandbox: env.HCP_SANDBOX, sum: (1+2)}'
 
-test: deps all
+test: deps all mcp-clients
 	@$(C_TESTS)
 	@luacheck -q lua spec bench
 	busted --lua=$(LUA) $(BUSTED_ARGS)
 
 # ASan+UBSan: a separate build whose hcp-lua (a lua.c-compatible interpreter)
 # runs busted itself, so every spec exercises the instrumented core.
-check: deps
+check: deps mcp-clients
 	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	  LDFLAGS="-fsanitize=address,undefined" all
 	build-asan/test/test_paths

@@ -182,7 +182,8 @@ local function check_envelope(self, pack, req)
   if op then
     local rendered, oerr = ops.check_params(pack.name, op, req.params)
     if not rendered then return nil, 126, oerr end
-    table.move(ops.expand(op.args, rendered), 1, #op.args, #argv + 1, argv)
+    local expanded = ops.expand(op.args, rendered)
+    table.move(expanded, 1, #expanded, #argv + 1, argv)
   end
   table.move(req.args or {}, 1, #(req.args or {}), #argv + 1, argv)
   self.argv, self.op = argv, op

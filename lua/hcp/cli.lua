@@ -105,6 +105,13 @@ local function build_parser()
   common_options(doctor)
   doctor:flag("--json", "Print JSON.")
 
+  local tools = p:command("tools", "The tools an agent gets: one per op the policy allows, with its JSON Schema.")
+  common_options(tools)
+  tools:flag("--json", "Print the tool list as MCP's tools/list returns it.")
+
+  local mcp = p:command("mcp", "An MCP server on stdin/stdout: every allowed op as a typed, sandboxed tool.")
+  common_options(mcp)
+
   local wrap = p:command("wrap", "Scaffold a pack for an existing CLI (§10.6).")
   common_options(wrap, true) -- the bin being wrapped is allowed for its --help alone
   wrap:argument("bin", "The binary: a bare name (resolved like sandbox mode would) or an absolute path.")
@@ -117,10 +124,11 @@ local function build_parser()
   return p
 end
 
-local function open_runtime(a)
+-- `adjust` (optional) changes the options before the runtime is made.
+local function open_runtime(a, adjust)
   local opts, err = config.options(a)
   if not opts then return nil, err end
-  local rt, cerr = hcp.create(opts)
+  local rt, cerr = hcp.create(adjust and adjust(opts) or opts)
   if not rt then return nil, cerr end
   -- said from the mode in force, whichever of the flags and the config file asked
   if rt.mode == "native-local" then
@@ -256,6 +264,56 @@ local function cmd_doctor(a)
     end
   end
   return 0
+end
+
+-- ---- hcp tools, hcp mcp -------------------------------------------------
+
+local function param_line(name, prop, required)
+  local ty = prop.type == "array" and "array of strings" or prop.type
+  local extra = {}
+  if not required then extra[#extra + 1] = "optional" end
+  if prop.default ~= nil then extra[#extra + 1] = "default " .. json.encode(prop.default) end
+  if prop.enum then extra[#extra + 1] = "one of " .. json.encode(prop.enum) end
+  return string.format("    %-12s %s%s%s\n", name, ty, #extra > 0 and (", " .. table.concat(extra, ", ")) or "",
+    prop.description and ("  " .. prop.description) or "")
+end
+
+local function cmd_tools(a)
+  local rt, err = open_runtime(a)
+  if not rt then say("%s", err); return 126 end
+  local list = rt:tools()
+  local tools = require("hcp.tools")
+  if a.json then
+    local out = json.array()
+    for i, t in ipairs(list) do out[i] = tools.wire(t) end
+    stdout:write(json.encode({ tools = out }), "\n")
+  else
+    for _, t in ipairs(list) do
+      local marks = {}
+      if t.confirm then marks[#marks + 1] = "confirm" end
+      if t.annotations.readOnlyHint then marks[#marks + 1] = "read-only" end
+      if t.annotations.openWorldHint then marks[#marks + 1] = "network" end
+      if t.raw then marks[#marks + 1] = "raw args" end
+      stdout:write(string.format("%s%s\n  %s\n", t.name, #marks > 0 and (" [" .. table.concat(marks, ", ") .. "]") or "",
+        (t.description:gsub("\n+", " "))))
+      local req = {}
+      for _, n in ipairs(t.inputSchema.required or {}) do req[n] = true end
+      local names = {}
+      for n in pairs(t.inputSchema.properties) do names[#names + 1] = n end
+      table.sort(names)
+      for _, n in ipairs(names) do stdout:write(param_line(n, t.inputSchema.properties[n], req[n])) end
+    end
+  end
+  rt:close()
+  return 0
+end
+
+local function cmd_mcp(a)
+  local mcp = require("hcp.mcp")
+  local approvals = {}
+  local rt, err = open_runtime(a, function(opts) return mcp.with_confirm(opts, approvals) end)
+  if not rt then say("%s", err); return 126 end
+  return mcp.serve(rt, approvals, { version = hcp.version })
 end
 
 -- ---- hcp wrap -----------------------------------------------------------
@@ -501,7 +559,7 @@ function M.main(name, args)
   if rest then a.args = rest end
   if prog == "hcpx" then return cmd_run(a) end
   local handlers = { run = cmd_run, call = cmd_call, list = cmd_list, validate = cmd_validate,
-    doctor = cmd_doctor, wrap = cmd_wrap, completion = cmd_completion }
+    doctor = cmd_doctor, wrap = cmd_wrap, completion = cmd_completion, tools = cmd_tools, mcp = cmd_mcp }
   local handler = handlers[a.command]
   if not handler then
     stdout:write(parser:get_help(), "\n")

@@ -5,16 +5,23 @@
 ---@class hcp.config
 local M = {}
 
+--- `$HCP_PACK_PATH` split on ':', or nil when it is unset or empty (also
+--- what hcp.create uses when it is given no pack_dirs).
+---@return string[]?
+function M.env_pack_dirs()
+  local env = os.getenv("HCP_PACK_PATH")
+  if not env or env == "" then return nil end
+  local dirs = {}
+  for d in env:gmatch("[^:]+") do dirs[#dirs + 1] = d end
+  return dirs
+end
+
 --- `$HCP_PACK_PATH` split on ':', else `{ "packs" }` when ./packs exists
 --- (a missing default is no problem to report; a missing configured dir is).
 ---@return string[]
 function M.default_pack_dirs()
-  local env = os.getenv("HCP_PACK_PATH")
-  if env and env ~= "" then
-    local dirs = {}
-    for d in env:gmatch("[^:]+") do dirs[#dirs + 1] = d end
-    return dirs
-  end
+  local dirs = M.env_pack_dirs()
+  if dirs then return dirs end
   if require("hcp.core").kind("packs") then return { "packs" } end
   return {}
 end

@@ -1,10 +1,25 @@
---- Ops (contract §1): argv templates with `{param}` placeholders.
+--- Ops (contract §1, §8): argv templates with `{param}` placeholders, the
+--- JSON Schema of an op's parameters, and the one check every call's
+--- params go through.
 ---
 --- A placeholder is replaced inside exactly one argv element and never
 --- splits it: `{"--name={who}"}` with `who = "a b; rm -rf /"` stays a single
 --- argument. Nothing here goes near a shell.
+---
+--- Optional parameters: an absent one with a `default` is rendered from the
+--- default; an absent one without drops every argv element that holds its
+--- placeholder (`"--limit={n}"` disappears whole), so no `{x}` is ever left
+--- behind. The manifest refuses a template where that would strand a flag.
+---
+--- The schema (`M.schema`) is what `rt:tools` publishes as a tool's
+--- `inputSchema`; `M.check_params` validates against that same schema
+--- object (`M.validate`), so what an agent is told and what the runtime
+--- enforces cannot drift apart.
 ---@class hcp.ops
 local M = {}
+
+local json = require("hcp.json")
+local mops = require("hcp.manifest.ops")
 
 local function render(value, ty)
   if ty == "string" then return value end
@@ -16,47 +31,142 @@ local function render(value, ty)
   return string.format("%.17g", value)
 end
 
---- Check `params` against the op's declared types.
+local function sorted(t)
+  local ks = {}
+  for k in pairs(t) do ks[#ks + 1] = k end
+  table.sort(ks)
+  return ks
+end
+
+-- Schemas are made once per (validated, never mutated) op table.
+local cache = setmetatable({}, { __mode = "k" })
+
+--- The JSON Schema (draft 2020-12, as MCP uses it) of an op's params: an
+--- object of the declared parameters, nothing else.
+---@param op table a validated op (hcp.manifest.ops)
+---@return table schema
+function M.schema(op)
+  if cache[op] then return cache[op] end
+  local props, required = {}, json.array()
+  for _, name in ipairs(sorted(op.params)) do
+    local p = op.params[name]
+    props[name] = { type = p.type, description = p.description, default = p.default,
+      enum = p.enum and json.array(table.move(p.enum, 1, #p.enum, 1, {})) or nil }
+    if p.required then required[#required + 1] = name end
+  end
+  local s = { type = "object", properties = props, additionalProperties = false }
+  if #required > 0 then s.required = required end
+  cache[op] = s
+  return s
+end
+
+local function one_of(enum)
+  local parts = {}
+  for i, e in ipairs(enum) do parts[i] = json.encode(e) end
+  return table.concat(parts, ", ")
+end
+
+-- One value against one property schema: nil, or what is wrong.
+local function check_value(s, v)
+  local ty = s.type
+  if ty == "array" then
+    local bad = s.items and ("must be an array of " .. s.items.type .. "s") or "must be an array"
+    if type(v) ~= "table" then return bad end
+    for k in pairs(v) do
+      if math.type(k) ~= "integer" or k < 1 or k > #v then return bad end
+    end
+    for i = 1, #v do
+      if s.items and check_value(s.items, v[i]) then return bad end
+    end
+  elseif ty and not mops.is_type(v, ty) then
+    return "must be " .. mops.a(ty)
+  end
+  if s.enum then
+    for _, e in ipairs(s.enum) do
+      if e == v then return nil end
+    end
+    return "must be one of " .. one_of(s.enum)
+  end
+  return nil
+end
+
+--- Validate an object against a schema of the shape `M.schema` (and
+--- `hcp.tools`) make: `properties` with `type` (string, number, integer,
+--- boolean, array with `items`), `enum`, `required`, `additionalProperties =
+--- false`. Returns nil when it fits, else the property at fault and what
+--- is wrong: "unknown", "missing", or a phrase ("must be a string").
+--- Properties are checked in sorted order, so the first fault is stable.
+---@param schema table
+---@param value table
+---@return string? name, string? problem
+function M.validate(schema, value)
+  local props = schema.properties or {}
+  for k in pairs(value) do
+    if type(k) ~= "string" then return tostring(k), "unknown" end
+  end
+  for _, k in ipairs(sorted(value)) do
+    if not props[k] and schema.additionalProperties == false then return k, "unknown" end
+    local bad = props[k] and check_value(props[k], value[k])
+    if bad then return k, bad end
+  end
+  for _, k in ipairs(schema.required or {}) do
+    if value[k] == nil then return k, "missing" end
+  end
+  return nil
+end
+
+--- The refusal for what `M.validate` found, naming the call and the
+--- parameter: `envelope: parameter "n" of "pack.op" must be an integer`.
+---@param call string `pack.op`
+---@param name string
+---@param problem string
+---@return string
+function M.message(call, name, problem)
+  if problem == "unknown" then
+    return string.format("envelope: op \"%s\" has no parameter %q", call, name)
+  elseif problem == "missing" then
+    return string.format("envelope: op \"%s\" is missing parameter %q", call, name)
+  end
+  return string.format("envelope: parameter %q of \"%s\" %s", name, call, problem)
+end
+
+--- Check `params` against the op's schema and render them for the
+--- template: every given parameter as its argv text, every absent optional
+--- one with a default as the default's text.
 ---@param pack_name string
 ---@param op table validated op from the manifest
 ---@param params table<string, any>?
 ---@return table<string, string>? rendered, string? err
 function M.check_params(pack_name, op, params)
   params = params or {}
+  local name, problem = M.validate(M.schema(op), params)
+  if name then return nil, M.message(pack_name .. "." .. op.name, name, problem) end
   local rendered = {}
-  for k, v in pairs(params) do
-    local ty = op.params[k]
-    if not ty then
-      return nil, string.format("envelope: op \"%s.%s\" has no parameter %q", pack_name, op.name, k)
-    end
-    if type(v) ~= ty or (ty == "number" and (v ~= v or v == math.huge or v == -math.huge)) then
-      return nil, string.format("envelope: parameter %q of \"%s.%s\" must be a %s", k, pack_name, op.name, ty)
-    end
-    rendered[k] = render(v, ty)
-  end
-  local missing = {}
-  for k in pairs(op.params) do
-    if rendered[k] == nil then missing[#missing + 1] = k end
-  end
-  if #missing > 0 then
-    table.sort(missing)
-    return nil, string.format("envelope: op \"%s.%s\" is missing parameter %q", pack_name, op.name, missing[1])
+  for k, p in pairs(op.params) do
+    local v = params[k]
+    if v == nil then v = p.default end
+    if v ~= nil then rendered[k] = render(v, p.type) end
   end
   return rendered
 end
 
---- Expand an op's argv template.
+--- Expand an op's argv template. An element holding the placeholder of a
+--- parameter `rendered` lacks (an absent optional one) is dropped whole.
 ---@param template string[]
 ---@param rendered table<string, string> from check_params
 ---@return string[]
 function M.expand(template, rendered)
   local out = {}
-  for i, a in ipairs(template) do
+  for _, a in ipairs(template) do
+    local absent = false
     -- gsub with a function: the replacement is never re-scanned and "%" in a
     -- value is taken literally
-    out[i] = (a:gsub("{([%a_][%w_]*)}", function(name)
-      return rendered[name]
-    end))
+    local s = a:gsub("{([%a_][%w_]*)}", function(name)
+      local v = rendered[name]
+      if v == nil then absent = true end
+      return v
+    end)
+    if not absent then out[#out + 1] = s end
   end
   return out
 end

@@ -132,7 +132,8 @@ function M.read(opts)
   cfg.max_timeout_ms, err = positive(opts, "max_timeout_ms", false)
   if cfg.max_timeout_ms == nil then return nil, err end
   cfg.max_timeout_ms = cfg.max_timeout_ms or nil
-  cfg.pack_dirs = opts.pack_dirs or {}
+  -- like the commands, but without their ./packs fallback: a library does not look in the cwd
+  cfg.pack_dirs = opts.pack_dirs or require("hcp.config").env_pack_dirs() or {}
   local ok, perr = check.string_list(cfg.pack_dirs, "hcp.create: option \"pack_dirs\"")
   if not ok then return nil, perr end
   cfg.state_dir = opts.state_dir and core.normalize(opts.state_dir)

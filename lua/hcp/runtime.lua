@@ -86,6 +86,14 @@ function Runtime:packs()
   return out
 end
 
+--- The tool list for agents (contract §8, hcp.tools): one MCP-shaped entry
+--- per op the policy allows, with a JSON Schema of its params.
+---@param opts { exec: boolean?, all: boolean? }?
+---@return hcp.Tool[]
+function Runtime:tools(opts)
+  return require("hcp.tools").list(self._reg.list, self._cfg.policy, opts)
+end
+
 --- Every problem found while loading packs (a bad manifest never silently
 --- disappears).
 ---@return hcp.Problem[]

@@ -74,14 +74,14 @@ describe("hcp.manifest sections", function()
     local o, problems = call("ops", { f = { args = { "{x}" }, params = { x = "number" }, bindings = { "gh" } } },
       { gh = { name = "gh" } })
     assert.same({}, problems)
-    assert.same({ name = "f", args = { "{x}" }, params = { x = "number" }, confirm = false, bindings = { "gh" },
-      extra_args = false }, o.f)
+    assert.same({ name = "f", args = { "{x}" }, params = { x = { type = "number", required = true } }, confirm = false,
+      bindings = { "gh" }, stdin = false, output = "text", read_only = false, extra_args = false }, o.f)
     local _
     _, problems = call("ops", { ["-bad"] = {}, g = { args = { "{y}" }, params = { z = "date" }, bindings = { "nope" }, confirm = 1 } }, {})
     assert.same({ "ops.-bad: op name must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
       "ops.g.args[1]: placeholder {y} is not a declared parameter",
       "ops.g.bindings[1]: nope is not a binding of this pack", "ops.g.confirm: must be a boolean",
-      "ops.g.params.z: type must be string, number or boolean, got date" }, fields(problems))
+      "ops.g.params.z: type must be string, number, integer or boolean, got date" }, fields(problems))
   end)
 
   it("mocks: keyed by an op, exec or *; exit 0..255", function()

@@ -1,12 +1,116 @@
---- The `ops` section (contract §1): named operations, each an argv
---- template with typed `{param}` placeholders.
+--- The `ops` section (contract §1, §8): named operations, each an argv
+--- template with typed `{param}` placeholders, and what an agent needs to
+--- call it without reading the manifest: a description per op and per
+--- parameter, which parameters are optional (with their default) and which
+--- values are allowed, whether the op reads stdin, what it outputs, and
+--- whether it only reads.
+---
+--- A parameter is a type string (`"string"`, as before) or an object
+--- `{ type, description, required (default true), default, enum }`; both
+--- normalise to the object form: `o.params[name].type` and so on.
 ---@class hcp.manifest.ops
 local M = {}
 
 local check = require("hcp.check")
+local json = require("hcp.json")
 
-M.PARAM_TYPES = { string = true, number = true, boolean = true }
-local FIELDS = { args = true, params = true, confirm = true, bindings = true, description = true, extra_args = true }
+---@class hcp.ParamSpec
+---@field type "string"|"number"|"integer"|"boolean"
+---@field description string?
+---@field required boolean
+---@field default any           only when required is false
+---@field enum any[]?           the allowed values, each of the type
+
+M.PARAM_TYPES = { string = true, number = true, integer = true, boolean = true }
+-- §8 names a `file` type (with `mode` in/out): not yet, so a load error
+-- that says so rather than an unknown-type one
+local LATER_TYPES = { file = "is not supported yet" }
+M.OUTPUTS = { text = true, json = true, file = true }
+M.RESERVED_OPS = { exec = true } -- `<pack>.exec` is the raw-args call (§4)
+local FIELDS = { args = true, params = true, confirm = true, bindings = true, description = true,
+  stdin = true, output = true, read_only = true, extra_args = true }
+-- `mode` belongs to the `file` type (§8: "in" or "out"), which a later
+-- version adds; today it is refused with the type
+local PARAM_FIELDS = { type = true, description = true, required = true, default = true, enum = true, mode = true }
+
+--- Whether `v` is a value of parameter type `ty` (numbers finite; an
+--- integer within ±2^53, where JSON numbers are exact).
+---@param v any
+---@param ty string
+---@return boolean
+function M.is_type(v, ty)
+  if ty == "string" or ty == "boolean" then return type(v) == ty end
+  if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then return false end
+  if ty == "integer" then return v == math.floor(v) and math.abs(v) <= 2 ^ 53 end
+  return ty == "number"
+end
+
+--- "a string", "an integer": the type with its article, for messages.
+---@param ty string
+---@return string
+function M.a(ty)
+  return (ty:match("^[aeiou]") and "an " or "a ") .. ty
+end
+
+local function enum_of(v, ty, r, f)
+  if not check.is_array(v) or #v == 0 then return r:bad(f, "must be a non-empty array of %s values", ty) end
+  local seen, out = {}, {}
+  for i, e in ipairs(v) do
+    if not M.is_type(e, ty) then return r:bad(f .. "[" .. i .. "]", "must be %s", M.a(ty)) end
+    if seen[e] then return r:bad(f .. "[" .. i .. "]", "repeats %s", json.encode(e)) end
+    seen[e], out[i] = true, e
+  end
+  return out
+end
+
+local function in_enum(v, enum)
+  for _, e in ipairs(enum) do
+    if e == v then return true end
+  end
+  return false
+end
+
+local function type_of(ty, r, f)
+  if LATER_TYPES[ty] then return r:bad(f, "type %s %s (a later version)", ty, LATER_TYPES[ty]) end
+  if not M.PARAM_TYPES[ty] then
+    return r:bad(f, "type must be string, number, integer or boolean, got %s", tostring(ty))
+  end
+  return ty
+end
+
+-- One parameter, in either form; nil (and a problem) when it is wrong.
+local function param(spec, r, f)
+  if type(spec) == "string" then
+    local ty = type_of(spec, r, f)
+    return ty and { type = ty, required = true }
+  end
+  if not check.is_object(spec) or next(spec) == nil then
+    return r:bad(f, "must be a type name or an object with a \"type\"")
+  end
+  r:fields(spec, f, PARAM_FIELDS)
+  local ty = type_of(spec.type, r, f .. ".type")
+  if not ty then return nil end
+  if spec.mode ~= nil then return r:bad(f .. ".mode", "only a parameter of type file has a mode") end
+  local p = { type = ty, required = true }
+  if spec.description ~= nil and type(spec.description) ~= "string" then
+    return r:bad(f .. ".description", "must be a string")
+  end
+  p.description = spec.description
+  if spec.required ~= nil and type(spec.required) ~= "boolean" then return r:bad(f .. ".required", "must be a boolean") end
+  if spec.enum ~= nil then
+    p.enum = enum_of(spec.enum, ty, r, f .. ".enum")
+    if not p.enum then return nil end
+  end
+  if spec.default ~= nil then
+    if spec.required == true then return r:bad(f .. ".default", "a required parameter has no default") end
+    if not M.is_type(spec.default, ty) then return r:bad(f .. ".default", "must be %s", M.a(ty)) end
+    if p.enum and not in_enum(spec.default, p.enum) then return r:bad(f .. ".default", "is not one of the enum values") end
+    p.default = spec.default
+  end
+  -- a default makes a parameter optional
+  p.required = spec.required == nil and spec.default == nil or spec.required == true
+  return p
+end
 
 local function params(v, r, f)
   local out = {}
@@ -15,20 +119,33 @@ local function params(v, r, f)
     r:bad(f, "must be an object of parameter types")
     return out
   end
-  for p, ty in pairs(v) do
+  for p, spec in pairs(v) do
     if type(p) ~= "string" or not p:match(check.PARAM_NAME_PAT) then
       r:bad(f .. "." .. tostring(p), "parameter name must match ^[A-Za-z_][A-Za-z0-9_]*$")
-    elseif not M.PARAM_TYPES[ty] then
-      r:bad(f .. "." .. p, "type must be string, number or boolean, got %s", tostring(ty))
     else
-      out[p] = ty
+      out[p] = param(spec, r, f .. "." .. p)
     end
   end
   return out
 end
 
+-- An optional parameter without a default drops, when absent, every argv
+-- element that holds its placeholder (hcp.ops.expand). An element that is
+-- only such placeholders, right after a flag, would leave the flag behind
+-- to take the next argument as its value: refused, with the fix.
+local function dangling_flag(args, i, spec_of)
+  local a, prev = args[i], args[i - 1]
+  if not prev or not prev:match("^%-") or prev == "--" or prev == "-" or prev:find("{", 1, true) then return nil end
+  if a:gsub("{([%a_][%w_]*)}", ""):match("%S") then return nil end
+  for p in a:gmatch("{([%a_][%w_]*)}") do
+    local s = spec_of[p]
+    if s and not s.required and s.default == nil then return p, prev end
+  end
+  return nil
+end
+
 -- The template: strings without NUL whose placeholders are declared.
-local function template(v, r, f, declared)
+local function template(v, r, f, declared, spec_of)
   local out = {}
   if v == nil then return out end
   if not check.is_array(v) then
@@ -43,6 +160,13 @@ local function template(v, r, f, declared)
         if declared[p] == nil then r:bad(f .. "[" .. i .. "]", "placeholder {%s} is not a declared parameter", p) end
       end
       out[i] = a
+    end
+  end
+  for i = 2, #out do
+    local p, flag = dangling_flag(out, i, spec_of)
+    if p then
+      r:bad(f .. "[" .. i .. "]", "{%s} is optional: when absent this element is dropped and %q is left without its "
+        .. "value; write them as one element (\"%s={%s}\"), or give %s a default", p, flag, flag, p, p)
     end
   end
   return out
@@ -65,17 +189,52 @@ local function binding_names(v, r, f, bindings)
   return out
 end
 
+-- `stdin`: true/false, or { description } (which means true).
+local function stdin_of(v, r, f)
+  if v == nil or v == false then return false end
+  if v == true then return {} end
+  if check.is_object(v) then
+    r:fields(v, f, { description = true })
+    if v.description ~= nil and type(v.description) ~= "string" then
+      r:bad(f .. ".description", "must be a string")
+      return false
+    end
+    return { description = v.description }
+  end
+  r:bad(f, "must be true, false or { \"description\": … }")
+  return false
+end
+
+-- The agent-facing fields: description, stdin, output, read_only.
+local function agent_fields(o, op, r, f)
+  if op.description ~= nil and type(op.description) ~= "string" then r:bad(f .. ".description", "must be a string") end
+  o.description = type(op.description) == "string" and op.description or nil
+  o.stdin = stdin_of(op.stdin, r, f .. ".stdin")
+  if o.stdin and o.params.stdin then
+    r:bad(f .. ".params.stdin", "\"stdin\" names the op's stdin (%s.stdin); give the parameter another name", f)
+  end
+  if op.output ~= nil and not M.OUTPUTS[op.output] then
+    r:bad(f .. ".output", "must be \"text\", \"json\" or \"file\", got %s", tostring(op.output))
+  end
+  o.output = M.OUTPUTS[op.output] and op.output or "text"
+  if op.read_only ~= nil and type(op.read_only) ~= "boolean" then r:bad(f .. ".read_only", "must be a boolean") end
+  o.read_only = op.read_only == true
+end
+
 local function one(name, op, r, bindings)
   local f = "ops." .. tostring(name)
   if type(name) ~= "string" or #name > 64 or not name:match(check.OP_NAME_PAT) then
     return r:bad(f, "op name must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+  end
+  if M.RESERVED_OPS[name] then
+    return r:bad(f, "%q is reserved: \"<pack>.%s\" names the raw-args call for policy and mocks", name, name)
   end
   if not check.is_object(op) then return r:bad(f, "must be an object") end
   r:fields(op, f, FIELDS)
   local o = { name = name, params = params(op.params, r, f .. ".params"), confirm = false }
   -- a placeholder counts as declared even when its type was wrong: one
   -- problem is reported, at the parameter
-  o.args = template(op.args, r, f .. ".args", check.is_object(op.params) and op.params or {})
+  o.args = template(op.args, r, f .. ".args", check.is_object(op.params) and op.params or {}, o.params)
   if op.confirm ~= nil then
     if type(op.confirm) ~= "boolean" then r:bad(f .. ".confirm", "must be a boolean") else o.confirm = op.confirm end
   end
@@ -84,8 +243,7 @@ local function one(name, op, r, bindings)
   -- (contract §4); otherwise such a call is also <pack>.exec for policy
   if op.extra_args ~= nil and type(op.extra_args) ~= "boolean" then r:bad(f .. ".extra_args", "must be a boolean") end
   o.extra_args = op.extra_args == true
-  if op.description ~= nil and type(op.description) ~= "string" then r:bad(f .. ".description", "must be a string") end
-  o.description = op.description
+  agent_fields(o, op, r, f)
   return o
 end
 
