@@ -182,7 +182,7 @@ describe("rt:tools", function()
 
   local M = S.manifest("p", "/bin/echo", {
     description = "A pack",
-    bindings = { api = { family = "http", env = "API_TOKEN" } },
+    bindings = { api = { family = "http", env = "API_TOKEN", hosts = { "api.example.com:443" } } },
     ops = {
       look = { description = "Look", args = { "{what}" }, read_only = true, stdin = { description = "the text" },
         params = { what = { type = "string", description = "what to look at", enum = { "a", "b" } },

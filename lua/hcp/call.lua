@@ -32,6 +32,7 @@ local workspace = require("hcp.workspace")
 local isolation = require("hcp.isolation")
 local manifest = require("hcp.manifest")
 local check = require("hcp.check")
+local egress = require("hcp.egress")
 
 ---@class hcp.CallEnv
 ---@field mode string
@@ -49,6 +50,8 @@ local check = require("hcp.check")
 ---@field run_as { uid: integer, gid: integer }
 ---@field sockets table<string, string[]>
 ---@field host_refs fun(): hcp.HostRefOptions the out_dir rules, with what they protect
+---@field egress table the operator's network word (hcp.egress.options)
+---@field audit hcp.Audit? the audit log, when one is configured
 
 ---@class hcp.CallOptions
 ---@field tee_stdout integer? an fd of the caller that receives the child's stdout as it comes
@@ -95,6 +98,7 @@ function Call:refuse(exit, msg)
   self:cleanup()
   self.result = envelope.refusal(self.req, exit, msg, self.env.mode)
   self.state = "refused"
+  if self.env.audit then self.env.audit:record(self.req, self.result) end
   return self
 end
 
@@ -130,15 +134,16 @@ function M.needs_confirm(pack, op)
   return false
 end
 
---- §10.4 per-family egress: a pack may reach the network when it says
---- `wrap.network: true` or has a binding of family http.
+--- Whether a pack may reach any network at all: the host's whole network
+--- (`wrap.network: true`, which the operator must allow), or the hosts it
+--- or one of its bindings declares (hcp.egress).
 ---@param pack hcp.Pack?
 ---@return boolean
 function M.network_allowed(pack)
   if not pack then return false end
-  if pack.wrap.network then return true end
+  if pack.wrap.network or (pack.wrap.egress and #pack.wrap.egress > 0) then return true end
   for _, b in pairs(pack.bindings) do
-    if b.family == "http" then return true end
+    if b.hosts and #b.hosts > 0 then return true end
   end
   return false
 end
@@ -198,6 +203,9 @@ end
 function M.from_envelope(env, env_in, opts_in)
   local req, verr = envelope.validate(env_in)
   if not req then return new(env, env_in):refuse(126, verr) end
+  -- no call runs unaccounted for once the audit log cannot be written
+  local broken = env.audit and env.audit:refusal()
+  if broken then return new(env, req):refuse(126, broken) end
   local opts, oerr = check_options(opts_in)
   local self = new(env, req, opts)
   if not opts then return self:refuse(126, oerr) end
@@ -222,6 +230,10 @@ function M.from_envelope(env, env_in, opts_in)
   self.pack, self.opname, self.timeout_ms = pack, req.op or "exec", timeout
   self.bin = { path = pack.bin_path, beneath = pack.beneath, argv0 = pack.argv0 }
   self.binding_names = bindings.needed(pack, self.op)
+  -- what it may reach: its op's (or pack's) hosts and its bindings' (§10.4)
+  local eplan, eerr = egress.for_call(pack, self.op, env.egress, self.binding_names)
+  if not eplan then return self:refuse(126, eerr) end
+  self.egress = eplan
   return self:plan()
 end
 
@@ -259,10 +271,18 @@ end
 ---@return hcp.Call
 function M.from_exec(env, spec)
   if type(spec) ~= "table" then return new(env, nil):refuse(126, "envelope: exec needs a table") end
+  local broken = env.audit and env.audit:refusal()
+  if broken then return new(env, { id = spec.id }):refuse(126, broken) end
   local self = new(env, { id = spec.id, principal = "default", stdin = spec.stdin })
   local ok, exit, msg = check_exec(self, spec)
   if not ok then return self:refuse(exit, msg) end
   self.opname, self.binding_names = "exec", {}
+  -- the named pack's own hosts; an exec mints no binding, so none of theirs
+  if self.pack then
+    local eplan, eerr = egress.for_call(self.pack, nil, env.egress, {})
+    if not eplan then return self:refuse(126, eerr) end
+    self.egress = eplan
+  end
   return self:plan()
 end
 
@@ -315,7 +335,7 @@ end
 function Call:prepare()
   local drv = self.env.driver
   local ctx, err = drv:prepare({ pack = self.pack, principal = self.req.principal or "default", mode = self.ws.mode,
-    network = M.network_allowed(self.pack), uses_files = self.plan_.uses_files, owner = self,
+    network = self.egress ~= nil and self.egress.unrestricted, uses_files = self.plan_.uses_files, owner = self,
     refs = self.env.host_refs() })
   if not ctx then
     if err == "busy" then return nil, "busy" end
@@ -372,7 +392,7 @@ function Call:isolate()
   local spec, applied, undo, view = isolation.for_call(env.layers, { jail = ctx.jail, scratch = ctx.scratch,
     pack_root = self.pack and self.pack.root, bin_path = self.bin.path, bin_beneath = self.bin.beneath,
     network = ctx.network, limits = self.pack and self.pack.wrap.limits, run_as = env.run_as,
-    sockets = sockets, driver = env.driver.name })
+    sockets = sockets, driver = env.driver.name, egress = self.egress })
   if not spec then return nil, 126, applied end
   self:on_cleanup(undo)
   ctx.view = view
@@ -445,6 +465,7 @@ function Call:finish(r)
   if self.ctx.files_truncated then res.files_truncated = true end
   self.result, self.state = res, "done"
   self:cleanup()
+  if self.env.audit then self.env.audit:record(self.req, res) end
   return res
 end
 

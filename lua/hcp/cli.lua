@@ -26,7 +26,8 @@ end
 
 -- Options that take a value: needed to find where `run`'s PACK starts, after
 -- which every argument belongs to the child verbatim (even `--json` or `-n`).
-local VALUE_OPTIONS = { ["--pack-dir"] = true, ["--allow-bin"] = true, ["--config"] = true, ["--out-dir"] = true }
+local VALUE_OPTIONS = { ["--pack-dir"] = true, ["--allow-bin"] = true, ["--config"] = true, ["--out-dir"] = true,
+  ["--audit"] = true }
 
 local function common_options(cmd, no_allow_bin)
   cmd:option("--pack-dir", "Directory of packs, or one pack root (repeatable; default $HCP_PACK_PATH, then ./packs).")
@@ -37,6 +38,8 @@ local function common_options(cmd, no_allow_bin)
   end
   cmd:option("--config", "A Lua file returning the options table of hcp.create (default $HCP_CONFIG).")
     :argname("<file.lua>")
+  cmd:option("--audit", "Append one JSON line per call to this file (the audit log; no arguments or output in it).")
+    :argname("<file>")
   cmd:flag("--no-sandbox", "Together with --native-local: leave sandbox mode.")
   cmd:flag("--native-local", "Together with --no-sandbox: run bins from the host PATH (a trust decision).")
 end

@@ -48,6 +48,7 @@ end
 ---@field replace boolean?
 ---@field no_replace boolean?
 ---@field allow_hidden boolean?
+---@field audit string?
 ---@field replace_default boolean? what replace is when neither the flags nor the file say (hcp run: true)
 
 --- The out_dir options of a command (issue 11): the commands and the REPL
@@ -102,6 +103,7 @@ function M.options(a)
   end
   if a.no_sandbox then opts.sandbox = false end
   if a.native_local then opts.native_local = true end
+  if a.audit then opts.audit = require("hcp.manifest").absolute(a.audit) end
   M.file_options(opts, a, file)
   return opts
 end

@@ -81,7 +81,7 @@ function M.validate(doc, file, root)
   local class = top_level(doc, r)
   local bindings, binding_env = bindings_section.validate(doc.bindings, r)
   local w = wrap.validate(doc.wrap, r, binding_env)
-  local ops = ops_section.validate(doc.ops, r, bindings)
+  local ops = ops_section.validate(doc.ops, r, bindings, w.egress)
   local mocks = mocks_section.validate(doc.mocks, r, doc.ops)
   if not r:ok() then return nil, r:sorted() end
   return {

@@ -11,6 +11,7 @@ local policy = require("hcp.policy")
 local bindings = require("hcp.bindings")
 local isolation = require("hcp.isolation")
 local workspace = require("hcp.workspace")
+local egress = require("hcp.egress")
 
 M.DEFAULT_MAX_OUTPUT = 16 * 1024 * 1024
 -- Layers every spawn gets from the C core and the runtime (§10.2); named
@@ -26,6 +27,8 @@ local TYPES = {
   max_output = "number", max_timeout_ms = "number", run_as = "table", sockets = "table",
   -- the out_dir rules (hcp.workspace.host_config)
   replace = "boolean", allow_hidden = "boolean", max_writeback = "number", protect = "table",
+  -- egress per binding (hcp.egress) and the audit log (hcp.audit)
+  network = "string", egress = "table", resolve = "table", audit = "string",
 }
 
 local function fail(fmt, ...)
@@ -93,6 +96,8 @@ end
 ---@field state_dir string?
 ---@field out_dir string?     where host file references are staged from and written back to (none: refused)
 ---@field host_cfg hcp.HostConfig the out_dir rules: replace, allow_hidden, max_writeback, protected paths
+---@field egress_cfg table the operator's network word: network, egress.allow/deny, resolve (hcp.egress.options)
+---@field audit string? where the audit log is appended
 ---@field max_output integer
 ---@field max_timeout_ms integer? the most a request's timeout_ms may ask for (default: the pack's own)
 ---@field pack_dirs string[]
@@ -142,6 +147,11 @@ function M.read(opts)
   cfg.out_dir = opts.out_dir and core.normalize(opts.out_dir)
   cfg.host_cfg, err = workspace.host_config(opts, cfg.out_dir, cfg.state_dir)
   if not cfg.host_cfg then return nil, err end
+  cfg.egress_cfg, err = egress.options(opts)
+  if not cfg.egress_cfg then return nil, err end
+  cfg.audit = opts.audit
+  -- an output must never replace the audit log
+  if cfg.audit then cfg.host_cfg.protected[#cfg.host_cfg.protected + 1] = cfg.audit end
   return cfg
 end
 

@@ -17,6 +17,7 @@ local private = require("hcp.private")
 local locks = require("hcp.workspace.locks")
 local manifest = require("hcp.manifest")
 local workspace = require("hcp.workspace")
+local audit = require("hcp.audit")
 
 M.BASE_LAYERS = options.BASE_LAYERS
 M.DRIVERS = options.DRIVERS
@@ -63,12 +64,15 @@ function M.create(opts)
     locks = locks.new(), search_path = cfg.search_path, run_as = cfg.run_as }
   local drv, layers = exec_plane(cfg, host)
   if not drv then return nil, layers end
+  local log, aerr = audit.open(cfg.audit)
+  if log == nil then return nil, aerr end
   local self = setmetatable({ mode = cfg.mode, _cfg = cfg, _reg = reg, _host = host, _layers = layers,
     _allowlist = packs.allowlist(cfg.allow_bins, reg), _loop = loop.new(), _closed = false }, Runtime)
   self._env = { mode = cfg.mode, policy = cfg.policy, minters = cfg.minters, allowlist = self._allowlist,
     lookup = cfg.lookup, search_path = cfg.search_path, layers = layers, base_layers = M.BASE_LAYERS,
     driver = drv, max_output = cfg.max_output, max_timeout_ms = cfg.max_timeout_ms, by_name = reg.by_name,
-    run_as = cfg.run_as, sockets = cfg.sockets, host_refs = function() return host_refs(self) end }
+    run_as = cfg.run_as, sockets = cfg.sockets, host_refs = function() return host_refs(self) end,
+    egress = cfg.egress_cfg, audit = log or nil }
   return self
 end
 
@@ -217,6 +221,7 @@ function Runtime:close()
   self._closed = true
   self._loop:close(self._collecting)
   self._host.private:remove()
+  if self._env.audit then self._env.audit:close() end
 end
 
 function Runtime:__tostring()

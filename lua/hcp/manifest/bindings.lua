@@ -3,9 +3,10 @@
 local M = {}
 
 local check = require("hcp.check")
+local egress = require("hcp.egress")
 local env = require("hcp.manifest.env")
 
-local FIELDS = { family = true, env = true, as = true, description = true }
+local FIELDS = { family = true, env = true, as = true, description = true, hosts = true }
 
 local function one(name, b, r, used_env)
   local f = "bindings." .. tostring(name)
@@ -23,7 +24,10 @@ local function one(name, b, r, used_env)
     used_env[b.env] = name
   end
   if b.description ~= nil and type(b.description) ~= "string" then r:bad(f .. ".description", "must be a string") end
-  return { name = name, family = b.family, env = b.env, as = as }
+  -- the hosts this credential is for: what a call that uses it may reach
+  local hosts = egress.validate_list(b.hosts, r, f .. ".hosts", string.format("binding %q", tostring(name)))
+  if hosts and b.family ~= "http" then r:bad(f .. ".hosts", "only a binding of family \"http\" lists hosts") end
+  return { name = name, family = b.family, env = b.env, as = as, hosts = hosts }
 end
 
 --- Validate `doc.bindings`.

@@ -12,6 +12,7 @@
 local M = {}
 
 local check = require("hcp.check")
+local egress = require("hcp.egress")
 local json = require("hcp.json")
 
 ---@class hcp.ParamSpec
@@ -28,7 +29,7 @@ local LATER_TYPES = { file = "is not supported yet" }
 M.OUTPUTS = { text = true, json = true, file = true }
 M.RESERVED_OPS = { exec = true } -- `<pack>.exec` is the raw-args call (§4)
 local FIELDS = { args = true, params = true, confirm = true, bindings = true, description = true,
-  stdin = true, output = true, read_only = true, extra_args = true }
+  stdin = true, output = true, read_only = true, extra_args = true, egress = true }
 -- `mode` belongs to the `file` type (§8: "in" or "out"), which a later
 -- version adds; today it is refused with the type
 local PARAM_FIELDS = { type = true, description = true, required = true, default = true, enum = true, mode = true }
@@ -221,7 +222,20 @@ local function agent_fields(o, op, r, f)
   o.read_only = op.read_only == true
 end
 
-local function one(name, op, r, bindings)
+-- An op's `egress`: a narrowing of its pack's wrap.egress, each entry
+-- within the pack's list (an op can never reach more than its pack).
+local function egress_of(op, r, f, pack_egress)
+  local list = egress.validate_list(op.egress, r, f .. ".egress", string.format("op %q", f:sub(5)))
+  if not list then return nil end
+  for i, rule in ipairs(list) do
+    if not egress.within(rule, pack_egress or {}) then
+      r:bad(f .. ".egress[" .. i .. "]", "%q is not within the pack's wrap.egress (an op may only narrow it)", rule.text)
+    end
+  end
+  return list
+end
+
+local function one(name, op, r, bindings, pack_egress)
   local f = "ops." .. tostring(name)
   if type(name) ~= "string" or #name > 64 or not name:match(check.OP_NAME_PAT) then
     return r:bad(f, "op name must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -244,6 +258,7 @@ local function one(name, op, r, bindings)
   if op.extra_args ~= nil and type(op.extra_args) ~= "boolean" then r:bad(f .. ".extra_args", "must be a boolean") end
   o.extra_args = op.extra_args == true
   agent_fields(o, op, r, f)
+  o.egress = egress_of(op, r, f, pack_egress)
   return o
 end
 
@@ -251,15 +266,16 @@ end
 ---@param v any
 ---@param r hcp.Report
 ---@param bindings table<string, table> the pack's validated bindings
+---@param pack_egress hcp.EgressRule[]? the pack's wrap.egress, which an op's egress narrows
 ---@return table<string, table> ops
-function M.validate(v, r, bindings)
+function M.validate(v, r, bindings, pack_egress)
   local out = {}
   if v == nil then return out end
   if not check.is_object(v) then
     r:bad("ops", "must be an object")
     return out
   end
-  for name, op in pairs(v) do out[name] = one(name, op, r, bindings) end
+  for name, op in pairs(v) do out[name] = one(name, op, r, bindings, pack_egress) end
   return out
 end
 

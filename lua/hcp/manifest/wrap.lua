@@ -5,6 +5,7 @@
 local M = {}
 
 local check = require("hcp.check")
+local egress = require("hcp.egress")
 local env = require("hcp.manifest.env")
 local limits = require("hcp.manifest.limits")
 local workspace = require("hcp.manifest.workspace")
@@ -12,7 +13,7 @@ local workspace = require("hcp.manifest.workspace")
 M.DEFAULT_TIMEOUT_MS = 30000
 M.MAX_TIMEOUT_MS = 86400000
 local FIELDS = { bin = true, args = true, agent_env = true, timeout_ms = true,
-  workspace = true, network = true, limits = true }
+  workspace = true, network = true, limits = true, egress = true }
 
 -- "bare" | "absolute" | "relative", or nil after reporting the problem.
 local function bin_kind(bin, r)
@@ -84,6 +85,11 @@ function M.validate(v, r, binding_env)
     network = false, limits = limits.validate(v.limits, r), workspace = workspace.validate(v.workspace, r) }
   if v.network ~= nil then
     if type(v.network) ~= "boolean" then r:bad("wrap.network", "must be a boolean") else w.network = v.network end
+  end
+  -- the hosts the pack reaches without a credential (hcp.egress)
+  w.egress = egress.validate_list(v.egress, r, "wrap.egress", "wrap.egress")
+  if w.network and w.egress and #w.egress > 0 then
+    r:bad("wrap.egress", "means nothing with wrap.network: true (the whole network); declare one of the two")
   end
   return w
 end
