@@ -81,7 +81,7 @@ describe("hcp.manifest sections", function()
     assert.same({ "ops.-bad: op name must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
       "ops.g.args[1]: placeholder {y} is not a declared parameter",
       "ops.g.bindings[1]: nope is not a binding of this pack", "ops.g.confirm: must be a boolean",
-      "ops.g.params.z: type must be string, number, integer or boolean, got date" }, fields(problems))
+      "ops.g.params.z: type must be string, number, integer, boolean or file, got date" }, fields(problems))
   end)
 
   it("mocks: keyed by an op, exec or *; exit 0..255", function()
