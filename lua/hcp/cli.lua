@@ -163,6 +163,12 @@ local function cmd_run(a)
     -- a refusal, or a child that exited 0 but whose outputs could not be
     -- written back: say why (a child's own failure speaks for itself)
     if res.stdout == nil or (not res.ok and res.exit == 0) then say("%s", res.error) end
+    -- issue 15: why a name was not found, and what stayed in the jail
+    if res.hint then say("hint: %s", res.hint) end
+    if res.left_in_jail then
+      say("left in the jail, not written back: %s (name a file with out:PATH to get it)",
+        table.concat(res.left_in_jail, " "))
+    end
   end
   rt:close()
   if not res.ok and res.exit == 0 then return 1 end

@@ -71,13 +71,11 @@ function M.for_run(plan, sent, stderr)
         if sent[i] and relative_name(e) and mentions(line, e) then
           if missing then
             return string.format("%s is not a file reference: the tool runs in a directory of its own, not in "
-              .. "yours, so a plain name reaches none of your files. Write in:%s to give it your file (copied in "
-              .. "from the caller's directory, out_dir), or out:%s for a file it writes (written back there "
-              .. "after the call); an op may take it as a parameter of type file.", what(i, sent[i], e), e, e)
+              .. "yours. Give it your file as in:%s, or name a file it writes as out:%s (written back after the "
+              .. "call).", what(i, sent[i], e), e, e)
           end
           return string.format("%s is not a file reference, and the tool's working directory is not writable. "
-            .. "Write out:%s to have the file written back to the caller's directory (out_dir) after the call.",
-            what(i, sent[i], e), e)
+            .. "Name the file it writes as out:%s (written back after the call).", what(i, sent[i], e), e)
         end
       end
     end
