@@ -346,3 +346,41 @@ for _, driver in ipairs({ "local", "bwrap" }) do
     end)
   end)
 end
+
+describe("file parameters in tool schemas (rt:tools, hcp tools --json)", function()
+  local ops = require("hcp.ops")
+
+  it("are strings whose description says which way the file goes", function()
+    local rt <close> = assert(hcp.create({ pack_dirs = { PACKS } }))
+    local by = {}
+    for _, t in ipairs(rt:tools()) do by[t.name] = t end
+    local p = by.cp__copy.inputSchema.properties
+    assert.same({ type = "string", description = ops.FILE_NOTES["in"] }, p.src)
+    assert.same({ type = "string", description = ops.FILE_NOTES.out }, p.dst)
+    assert.matches("^A file the tool reads: a path relative to the caller's directory", p.src.description)
+    assert.matches("writes it back there after the call", p.dst.description)
+    -- a description of the manifest's own comes first
+    assert.equal("The text. " .. ops.FILE_NOTES["in"], by.wc__lines.inputSchema.properties.file.description)
+    assert.matches("File parameters are paths relative to the caller's directory", by.cp__copy.description)
+    -- the raw tool tells the agent about in: and out:
+    assert.matches("in:PATH %(copied in%) or out:PATH %(written back after the call%)",
+      by.cp__exec.inputSchema.properties.args.description)
+    -- the runtime checks against the same schema: a file parameter must be a string
+    local res = rt:call({ pack = "cp", op = "copy", params = { src = 1, dst = "x" } })
+    assert.equal('envelope: parameter "src" of "cp.copy" must be a string', res.error)
+  end)
+
+  it("hcp tools --json lists them the same way", function()
+    local out, code = S.sh(S.q(S.REPO .. "/build/bin/hcp") .. " tools --json --pack-dir " .. S.q(PACKS))
+    assert.equal(0, code, out)
+    local list = require("hcp.json").decode(out)
+    local found
+    for _, t in ipairs(list.tools or list) do
+      if t.name == "tar__extract" then found = t end
+    end
+    assert.is_table(found)
+    assert.equal("string", found.inputSchema.properties.archive.type)
+    assert.equal(ops.FILE_NOTES["in"], found.inputSchema.properties.archive.description)
+    assert.equal(ops.FILE_NOTES.out, found.inputSchema.properties.member.description)
+  end)
+end)
