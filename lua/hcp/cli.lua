@@ -68,10 +68,29 @@ local function build_hcpx_parser()
   return p
 end
 
+--- Where the documentation is: PREFIX/share/doc/hcp-lua after `make
+--- install` (the modules are in PREFIX/share/lua/5.4/hcp), else the docs/
+--- of the checkout these modules are in; nil when neither is found.
+---@return string?
+function M.docs_dir()
+  local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+  if not here then return nil end
+  local prefix = here:match("^(.*)/share/lua/5%.4/hcp$")
+  if prefix and core.kind(prefix .. "/share/doc/hcp-lua/guide.md") == "file" then
+    return manifest.absolute(prefix .. "/share/doc/hcp-lua")
+  end
+  local real = core.realpath(here)
+  local repo = real and real:match("^(.*)/lua/hcp$")
+  if repo and core.kind(repo .. "/docs/guide.md") == "file" then return repo .. "/docs" end
+  return nil
+end
+
 local function build_parser()
+  local docs = M.docs_dir()
   local p = argparse(prog, "Run HCP packs: real command-line tools behind a sandbox.")
     :epilog("Sandbox mode is the default; only --no-sandbox and --native-local together leave it.\n"
-      .. "Docs: docs/guide.md, docs/cli.md, man hcp.")
+      .. "Docs: man hcp" .. (docs and ("; guide.md, cli.md, lua-api.md, agents.md and spec/ in " .. docs) or "")
+      .. ".")
   p:flag("--version", "Print the version and exit."):action(function()
     stdout:write(string.format("%s (hcp-lua) %s\n", prog, hcp.version))
     os.exit(0)
