@@ -79,6 +79,19 @@ describe("manifest ops: parameters as objects", function()
     end
   end)
 
+  it("places a file parameter where a path begins, one per argument, nothing after it (issue 15)", function()
+    local f = { type = "file", mode = "in" }
+    for _, ok in ipairs({ "{a}", "--in={a}", "if={a}", "-i{a}", "-in={a}" }) do
+      assert.same({}, problems_of(op_manifest({ args = { ok }, params = { a = f } })), ok)
+    end
+    assert.same({ 'ops.o.args[1]: text after the file parameter {a} (".bak"): the file is the parameter\'s value, whole' },
+      problems_of(op_manifest({ args = { "{a}.bak" }, params = { a = f } })))
+    assert.same({ 'ops.o.args[1]: the file parameter {a} must stand alone, after "--flag=" or "key=", or glued to a short '
+      .. 'flag ("-o{a}"), not after "prefix-"' }, problems_of(op_manifest({ args = { "prefix-{a}" }, params = { a = f } })))
+    assert.same({ "ops.o.args[1]: holds two file parameters ({a}, {b}): give each file its own argument" },
+      problems_of(op_manifest({ args = { "{a}={b}" }, params = { a = f, b = f } })))
+  end)
+
   it("checks stdin, output, read_only and description on an op", function()
     assert.same({}, problems_of(op_manifest({ args = {}, stdin = { description = "the text" }, output = "json", read_only = true })))
     assert.same({}, problems_of(op_manifest({ args = {}, stdin = true, output = "file" })))

@@ -399,11 +399,11 @@ describe("hcp.ops.expand places file parameters for the plan (issue 15)", functi
   local ops = require("hcp.ops")
   it("describes the element, the parameter, its kind and the text around it", function()
     local params = { src = { type = "file", mode = "in" }, dst = { type = "file", mode = "out" }, n = { type = "string" } }
-    local argv, files, from = ops.expand({ "-n{n}", "{src}", "--out={dst}.{n}", "fixed" },
+    local argv, files, from = ops.expand({ "-n{n}", "{src}", "--out={dst}", "fixed" },
       { n = "3", src = "a b.txt", dst = "o/x" }, params)
-    assert.same({ "-n3", "a b.txt", "--out=o/x.3", "fixed" }, argv)
+    assert.same({ "-n3", "a b.txt", "--out=o/x", "fixed" }, argv)
     assert.same({ [2] = { kind = "input", param = "src", value = "a b.txt", before = "", after = "" },
-      [3] = { kind = "output", param = "dst", value = "o/x", before = "--out=", after = ".3" } }, files)
+      [3] = { kind = "output", param = "dst", value = "o/x", before = "--out=", after = "" } }, files)
     assert.same({ "n", "src", "dst" }, { from[1], from[2], from[3] })
     assert.is_nil(from[4])
   end)

@@ -181,6 +181,20 @@ local function dangling_flag(args, i, spec_of)
   return nil
 end
 
+-- Where a file parameter may stand in an argument: alone, after a flag's
+-- "=" or a key's ("--out={f}", "if={f}"), or glued to a short flag
+-- ("-o{f}") — where a path begins, as the planner reads arguments — and
+-- with nothing after it (the file is the parameter's value, whole).
+local function file_place(a, fp, r, f)
+  local before, after = a:sub(1, fp[2] - 1), a:sub(fp[3])
+  if after ~= "" then
+    return r:bad(f, "text after the file parameter %s (%q): the file is the parameter's value, whole", fp[1], after)
+  end
+  if before == "" or before:match("^%-?%-?[%w_.][%w_.%-]*=$") or before:match("^%-%w$") then return end
+  r:bad(f, "the file parameter %s must stand alone, after \"--flag=\" or \"key=\", or glued to a short flag "
+    .. "(\"-o%s\"), not after %q", fp[1], fp[1], before)
+end
+
 -- The template: strings without NUL whose placeholders are declared.
 local function template(v, r, f, declared, spec_of)
   local out = {}
@@ -194,13 +208,17 @@ local function template(v, r, f, declared, spec_of)
       r:bad(f .. "[" .. i .. "]", "must be a string without NUL")
     else
       local files = {}
-      for p in a:gmatch("{([%a_][%w_]*)}") do
+      for s0, p, e0 in a:gmatch("(){([%a_][%w_]*)}()") do
         if declared[p] == nil then r:bad(f .. "[" .. i .. "]", "placeholder {%s} is not a declared parameter", p) end
-        if spec_of[p] and spec_of[p].type == "file" then files[#files + 1] = "{" .. p .. "}" end
+        if spec_of[p] and spec_of[p].type == "file" then files[#files + 1] = { "{" .. p .. "}", s0, e0 } end
       end
       if #files > 1 then
+        local names = {}
+        for k, fp in ipairs(files) do names[k] = fp[1] end
         r:bad(f .. "[" .. i .. "]", "holds two file parameters (%s): give each file its own argument",
-          table.concat(files, ", "))
+          table.concat(names, ", "))
+      elseif #files == 1 then
+        file_place(a, files[1], r, f .. "[" .. i .. "]")
       end
       out[i] = a
     end
