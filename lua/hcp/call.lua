@@ -189,7 +189,10 @@ local function check_envelope(self, pack, req)
     if not rendered then return nil, 126, oerr end
     local expanded, files, from = ops.expand(op.args, rendered, op.params)
     for j, fa in pairs(files) do file_args[#argv + j] = fa end
-    for j, pname in pairs(from) do sent[#argv + j] = pname end
+    -- an element that is a parameter's value, whole (not the template's text)
+    for j, pname in pairs(from) do
+      if expanded[j] == rendered[pname] then sent[#argv + j] = pname end
+    end
     table.move(expanded, 1, #expanded, #argv + 1, argv)
   end
   for j = 1, #(req.args or {}) do sent[#argv + j] = true end

@@ -17,8 +17,11 @@ local NOT_FOUND = { "no such file", "cannot open", "can't open", "could not open
 -- ... and when it could not create one (mode none's cwd is read-only)
 local NOT_WRITABLE = { "read-only file system", "permission denied" }
 
+-- Bounds on the work a child's stderr (or a long argv) can cause.
 local MAX_STDERR = 64 * 1024
 local MAX_VALUE = 200
+local MAX_LINES = 32   -- "not found" lines looked at
+local MAX_ARGS = 256   -- candidate arguments
 
 -- Characters that may stand around a name in a message: `a.txt`, 'a.txt',
 -- "a.txt", a.txt:, (a.txt), a.txt,
@@ -62,14 +65,24 @@ end
 ---@return string? hint
 function M.for_run(plan, sent, stderr)
   if not plan or not sent or type(stderr) ~= "string" or stderr == "" then return nil end
-  local text = stderr:sub(1, MAX_STDERR)
-  for line in text:gmatch("[^\n]+") do
+  local candidates = {}
+  for i, e in ipairs(plan.argv) do
+    if sent[i] and relative_name(e) then candidates[#candidates + 1] = i end
+    if #candidates >= MAX_ARGS then break end
+  end
+  if #candidates == 0 then return nil end
+  local looked = 0
+  for line in stderr:sub(1, MAX_STDERR):gmatch("[^\n]+") do
     local low = line:lower()
     local missing, readonly = any(low, NOT_FOUND), any(low, NOT_WRITABLE)
     if missing or readonly then
-      for i, e in ipairs(plan.argv) do
-        if sent[i] and relative_name(e) and mentions(line, e) then
-          if missing then
+      looked = looked + 1
+      if looked > MAX_LINES then return nil end
+      for _, i in ipairs(candidates) do
+        local e = plan.argv[i]
+        if mentions(line, e) then
+          -- "Cannot open: Read-only file system" is a file it could not write
+          if not readonly then
             return string.format("%s is not a file reference: the tool runs in a directory of its own, not in "
               .. "yours. Give it your file as in:%s, or name a file it writes as out:%s (written back after the "
               .. "call).", what(i, sent[i], e), e, e)
