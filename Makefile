@@ -8,7 +8,7 @@
 #   make check      the same specs under ASan+UBSan
 #   make bench      per-call latency against a posix_spawn baseline
 #   make install    PREFIX=/usr/local: commands, Lua modules, C module, man pages,
-#                   bash and zsh completion
+#                   bash and zsh completion, docs/ in PREFIX/share/doc/hcp-lua
 #   luarocks make   the library alone (modules + hcp.core) as a rock: hcp-lua-*.rockspec
 
 PREFIX    ?= /usr/local
@@ -16,6 +16,8 @@ DESTDIR   ?=
 LUA       ?= lua5.4
 LUA_VER   := 5.4
 BUILD     ?= build
+# where make install puts README.md and docs/ (hcp --help points there)
+DOCDIR    ?= $(PREFIX)/share/doc/hcp-lua
 
 # Debian packages the build, the specs and the example packs need.
 # lua-argparse: the command-line parser of hcp/hcpx (issue 3), well kept and tiny.
@@ -176,6 +178,9 @@ install: all
 	done
 	install -m 0755 $(CORE_SO) $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VER)/hcp/core.so
 	for m in docs/man/*.1; do [ -f "$$m" ] && install -m 0644 "$$m" $(DESTDIR)$(PREFIX)/share/man/man1/ || true; done
+	install -d $(DESTDIR)$(DOCDIR)/spec
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 docs/spec/*.md $(DESTDIR)$(DOCDIR)/spec/
 	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 	install -m 0644 $(BASH_COMPLETION) $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hcp
 	ln -sf hcp $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hcpx
@@ -187,6 +192,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man1/hcp.1 $(DESTDIR)$(PREFIX)/share/man/man1/hcp-lua.1
 	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hcp $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hcpx
 	rm -f $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_hcp
+	rm -rf $(DESTDIR)$(DOCDIR)
 
 # src/*.o and hcp/core.so: what `luarocks make` leaves in the checkout.
 clean:

@@ -238,7 +238,24 @@ Usage: tool [OPTIONS] INPUT
     assert.same({ "--config", "--json-file", "--output", "-c", "-i", "-o" }, cli.file_flags_from_help(help))
   end)
 
-  it("scaffolds a pack that loads: name, resolved wrap.bin, description, file_flags", function()
+  it("splits them into inputs and outputs by the flag's words or the metavariable (issue 15)", function()
+    local help = [[
+  -o, --output=FILE      write here
+  -c, --config <path>    read settings
+      --log=FILE         write a log
+      --out-file FILE    the result
+  -write filename        write images to this file
+      --save-as PATH     save
+  -d DESTFILE            where
+      --layout-file FILE a layout, read
+      --timeout=SECS     not a file
+  -i INFILE              input file]]
+    local inputs, outputs = cli.flags_from_help(help)
+    assert.same({ "--config", "--layout-file", "-c", "-i" }, inputs)
+    assert.same({ "--log", "--out-file", "--output", "--save-as", "-d", "-o", "-write" }, outputs)
+  end)
+
+  it("scaffolds a pack that loads: name, resolved wrap.bin, description, mode ephemeral, file and output flags", function()
     local dir = S.tmpdir("wrap-")
     local out, err, code = run(HCP .. " wrap qrencode", { cwd = dir })
     assert.equal(0, code, err)
@@ -249,9 +266,11 @@ Usage: tool [OPTIONS] INPUT
     assert.equal("qrencode", m.name)
     assert.equal("/usr/bin/qrencode", m.wrap.bin)
     assert.matches("qrencode version", m.description)
-    local flags = {}
-    for _, f in ipairs(m.wrap.workspace.file_flags) do flags[f] = true end
-    assert.is_true(flags["-o"] and flags["--output"])
+    assert.equal("ephemeral", m.wrap.workspace.mode)
+    assert.same({ "--output", "-o" }, m.wrap.workspace.output_flags)
+    assert.same({ "--read-from", "-r" }, m.wrap.workspace.file_flags)
+    assert.matches("output_flags %-%-output %-o +%(guessed from %-%-help", out)
+    assert.matches("file_flags +%-%-read%-from %-r +%(guessed from %-%-help", out)
     -- the scaffold loads and runs
     out, err, code = run(HCP .. " run --pack-dir packs qrencode -t UTF8 -o - hi", { cwd = dir })
     assert.equal(0, code, err)

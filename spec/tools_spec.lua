@@ -48,11 +48,9 @@ describe("manifest ops: parameters as objects", function()
   end)
 
   it("names the field of each problem in a parameter object", function()
-    assert.same({
-      "ops.o.params.a.type: type file is not supported yet (a later version)",
-    }, problems_of(op_manifest({ args = { "{a}" }, params = { a = { type = "file", mode = "in" } } })))
+    assert.same({}, problems_of(op_manifest({ args = { "{a}" }, params = { a = { type = "file", mode = "in" } } })))
     local cases = {
-      { { type = "date" }, "ops.o.params.a.type: type must be string, number, integer or boolean, got date" },
+      { { type = "date" }, "ops.o.params.a.type: type must be string, number, integer, boolean or file, got date" },
       { { type = "string", mode = "in" }, "ops.o.params.a.mode: only a parameter of type file has a mode" },
       { { type = "string", format = "uri" }, "ops.o.params.a.format: unknown field" },
       { { type = "integer", default = 1.5 }, "ops.o.params.a.default: must be an integer" },
@@ -63,12 +61,35 @@ describe("manifest ops: parameters as objects", function()
       { { type = "string", enum = { "x" }, default = "y" }, "ops.o.params.a.default: is not one of the enum values" },
       { { type = "string", description = 5 }, "ops.o.params.a.description: must be a string" },
       { { type = "string", required = "no" }, "ops.o.params.a.required: must be a boolean" },
-      { { description = "no type" }, "ops.o.params.a.type: type must be string, number, integer or boolean, got nil" },
+      { { description = "no type" }, "ops.o.params.a.type: type must be string, number, integer, boolean or file, got nil" },
       { {}, 'ops.o.params.a: must be a type name or an object with a "type"' },
+      { "file", 'ops.o.params.a: type file needs a mode: write { "type": "file", "mode": "in" } (or "out")' },
+      { { type = "file" }, 'ops.o.params.a.mode: a parameter of type file needs a mode: "in" (a file it reads) or "out" '
+        .. '(a file it writes)' },
+      { { type = "file", mode = "inout" }, 'ops.o.params.a.mode: must be "in" or "out", got inout' },
+      { { type = "file", mode = "in", enum = { "a" } }, "ops.o.params.a.enum: a parameter of type file has no enum" },
+      { { type = "file", mode = "out", default = 3 }, "ops.o.params.a.default: must be a string" },
+      { { type = "file", mode = "out", default = "../x" },
+        "ops.o.params.a.default: must be a path relative to out_dir that stays inside it" },
+      { { type = "file", mode = "out", default = "/tmp/x" },
+        "ops.o.params.a.default: must be a path relative to out_dir that stays inside it" },
     }
     for _, c in ipairs(cases) do
       assert.same({ c[2] }, problems_of(op_manifest({ args = { "{a}" }, params = { a = c[1] } })), json.encode(c[1]))
     end
+  end)
+
+  it("places a file parameter where a path begins, one per argument, nothing after it (issue 15)", function()
+    local f = { type = "file", mode = "in" }
+    for _, ok in ipairs({ "{a}", "--in={a}", "if={a}", "-i{a}", "-in={a}" }) do
+      assert.same({}, problems_of(op_manifest({ args = { ok }, params = { a = f } })), ok)
+    end
+    assert.same({ 'ops.o.args[1]: text after the file parameter {a} (".bak"): the file is the parameter\'s value, whole' },
+      problems_of(op_manifest({ args = { "{a}.bak" }, params = { a = f } })))
+    assert.same({ 'ops.o.args[1]: the file parameter {a} must stand alone, after "--flag=" or "key=", or glued to a short '
+      .. 'flag ("-o{a}"), not after "prefix-"' }, problems_of(op_manifest({ args = { "prefix-{a}" }, params = { a = f } })))
+    assert.same({ "ops.o.args[1]: holds two file parameters ({a}, {b}): give each file its own argument" },
+      problems_of(op_manifest({ args = { "{a}={b}" }, params = { a = f, b = f } })))
   end)
 
   it("checks stdin, output, read_only and description on an op", function()

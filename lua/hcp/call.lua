@@ -33,6 +33,8 @@ local isolation = require("hcp.isolation")
 local manifest = require("hcp.manifest")
 local check = require("hcp.check")
 local egress = require("hcp.egress")
+local json = require("hcp.json")
+local hint = require("hcp.workspace.hint")
 
 ---@class hcp.CallEnv
 ---@field mode string
@@ -184,14 +186,23 @@ local function check_envelope(self, pack, req)
       principal = req.principal, id = req.id, mode = req.mode })
   if not ok then return nil, 126, perr end
   local argv = table.move(pack.wrap.args, 1, #pack.wrap.args, 1, {})
+  -- issue 15: the op's file parameters (plan references), and which
+  -- arguments the agent sent (for hints): "param" names, true for raw args
+  local file_args, sent = {}, {}
   if op then
     local rendered, oerr = ops.check_params(pack.name, op, req.params)
     if not rendered then return nil, 126, oerr end
-    local expanded = ops.expand(op.args, rendered)
+    local expanded, files, from = ops.expand(op.args, rendered, op.params)
+    for j, fa in pairs(files) do file_args[#argv + j] = fa end
+    -- an element that is a parameter's value, whole (not the template's text)
+    for j, pname in pairs(from) do
+      if expanded[j] == rendered[pname] then sent[#argv + j] = pname end
+    end
     table.move(expanded, 1, #expanded, #argv + 1, argv)
   end
+  for j = 1, #(req.args or {}) do sent[#argv + j] = true end
   table.move(req.args or {}, 1, #(req.args or {}), #argv + 1, argv)
-  self.argv, self.op = argv, op
+  self.argv, self.op, self.file_args, self.sent = argv, op, file_args, sent
   return true
 end
 
@@ -259,6 +270,8 @@ local function check_exec(self, spec)
     allowlist = self.env.allowlist })
   if not bin then return nil, exit, err end
   self.pack, self.bin, self.argv = pack, bin, table.move(args, 1, #args, 1, {})
+  self.sent = {}
+  for i = 1, #args do self.sent[i] = true end
   self.timeout_ms = t or (pack and pack.wrap.timeout_ms) or manifest.DEFAULT_TIMEOUT_MS
   return true
 end
@@ -306,7 +319,7 @@ function Call:plan()
     if not ok then return self:refuse(126, herr) end
   end
   self.ws = workspace_of(self.pack)
-  local plan, err = workspace.plan(self.argv, workspace.flags(self.ws.file_flags, self.ws.output_flags))
+  local plan, err = workspace.plan(self.argv, workspace.flags(self.ws.file_flags, self.ws.output_flags), self.file_args)
   if not plan then return self:refuse(126, err) end
   -- the out_dir rules, lexically; the core checks them again by descriptor
   local ok, herr = workspace.check_host_refs(plan, self.env.host_refs())
@@ -463,6 +476,11 @@ function Call:finish(r)
     res.error = res.error and (res.error .. "; " .. werr) or werr
   end
   if self.ctx.files_truncated then res.files_truncated = true end
+  -- issue 15: what the call left in its jail, and why a name was not found
+  local left = self.ctx.left_in_jail
+  if left and #left > 0 then res.left_in_jail = json.array(left) end
+  if self.ctx.left_truncated then res.left_in_jail_truncated = true end
+  res.hint = hint.for_run(self.plan_, self.sent, r.stderr)
   self.result, self.state = res, "done"
   self:cleanup()
   if self.env.audit then self.env.audit:record(self.req, res) end

@@ -71,10 +71,29 @@ local function build_hcpx_parser()
   return p
 end
 
+--- Where the documentation is: PREFIX/share/doc/hcp-lua after `make
+--- install` (the modules are in PREFIX/share/lua/5.4/hcp), else the docs/
+--- of the checkout these modules are in; nil when neither is found.
+---@return string?
+function M.docs_dir()
+  local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+  if not here then return nil end
+  local prefix = here:match("^(.*)/share/lua/5%.4/hcp$")
+  if prefix and core.kind(prefix .. "/share/doc/hcp-lua/guide.md") == "file" then
+    return manifest.absolute(prefix .. "/share/doc/hcp-lua")
+  end
+  local real = core.realpath(here)
+  local repo = real and real:match("^(.*)/lua/hcp$")
+  if repo and core.kind(repo .. "/docs/guide.md") == "file" then return repo .. "/docs" end
+  return nil
+end
+
 local function build_parser()
+  local docs = M.docs_dir()
   local p = argparse(prog, "Run HCP packs: real command-line tools behind a sandbox.")
     :epilog("Sandbox mode is the default; only --no-sandbox and --native-local together leave it.\n"
-      .. "Docs: docs/guide.md, docs/cli.md, man hcp.")
+      .. "Docs: man hcp" .. (docs and ("; guide.md, cli.md, lua-api.md, agents.md and spec/ in " .. docs) or "")
+      .. ".")
   p:flag("--version", "Print the version and exit."):action(function()
     stdout:write(string.format("%s (hcp-lua) %s\n", prog, hcp.version))
     os.exit(0)
@@ -120,7 +139,8 @@ local function build_parser()
   wrap:argument("bin", "The binary: a bare name (resolved like sandbox mode would) or an absolute path.")
   wrap:option("--name", "Pack name (default: derived from the bin).")
   wrap:option("--dir", "Directory of the new pack (default: <first pack dir>/<name>).")
-  wrap:flag("--json", "Print one JSON object: {ok, file, dir, name, bin, description, file_flags} or {ok, error}.")
+  wrap:flag("--json", "Print one JSON object: {ok, file, dir, name, bin, description, mode, file_flags, "
+    .. "output_flags} or {ok, error}.")
 
   local completion = p:command("completion", "Print the shell completion script of hcp and hcpx.")
   completion:argument("shell", "The shell: bash or zsh."):choices({ "bash", "zsh" })
@@ -165,6 +185,12 @@ local function cmd_run(a)
     -- a refusal, or a child that exited 0 but whose outputs could not be
     -- written back: say why (a child's own failure speaks for itself)
     if res.stdout == nil or (not res.ok and res.exit == 0) then say("%s", res.error) end
+    -- issue 15: why a name was not found, and what stayed in the jail
+    if res.hint then say("hint: %s", res.hint) end
+    if res.left_in_jail then
+      say("left in the jail, not written back: %s (name a file with out:PATH to get it)",
+        table.concat(res.left_in_jail, " "))
+    end
   end
   rt:close()
   if not res.ok and res.exit == 0 then return 1 end
@@ -328,33 +354,80 @@ local function names_file(metavar)
   return m:find("FILE", 1, true) ~= nil or m == "PATH" or m:sub(-5) == "_PATH"
 end
 
---- The flags of a help text whose value is a file: on each option line, the
---- option part (before the description column) is scanned for a file-like
---- metavariable; every flag of that line then takes a file. Pure; exposed
---- for the specs.
+-- Words of a flag's name, or metavariables, that say its file is written:
+-- -o, --output, --out-file, --log, --logfile, -write, --save, --dump, --dest
+local OUTPUT_WORDS = { "out", "write", "log", "save", "dump", "dest", "report", "export" }
+
+local function output_word(word)
+  word = word:lower()
+  if word == "o" then return true end
+  for _, w in ipairs(OUTPUT_WORDS) do
+    if word:sub(1, #w) == w then return true end
+  end
+  return false
+end
+
+-- Whether a help line's option (its flags and metavariables) names an
+-- output: a word of a flag's name, or the file's metavariable (OUTFILE).
+local function names_output(flags, metavars)
+  for _, flag in ipairs(flags) do
+    for word in flag:gmatch("[%w]+") do
+      if output_word(word) then return true end
+    end
+  end
+  for _, m in ipairs(metavars) do
+    if m:upper():find("^OUT") or m:upper():find("^DEST") then return true end
+  end
+  return false
+end
+
+--- The flags of a help text whose value is a file, split into inputs and
+--- outputs: on each option line, the option part (before the description
+--- column) is scanned for a file-like metavariable; every flag of that line
+--- then takes a file — an output when a word of a flag's name says so
+--- (`-o`, `--output`, `--out-file`, `--log`, `-write`, `--save`, `--dump`,
+--- `--dest`, …) or the metavariable does (`OUTFILE`), else an input. A
+--- heuristic, said as such by `hcp wrap`. Pure; exposed for the specs.
 ---@param help string
----@return string[] flags sorted, unique
-function M.file_flags_from_help(help)
-  local found, out = {}, {}
+---@return string[] inputs sorted, unique
+---@return string[] outputs sorted, unique
+function M.flags_from_help(help)
+  local found, inputs, outputs = {}, {}, {}
   for line in help:gmatch("[^\n]+") do
     local spec = line:match("^%s*(%-.-)%s%s") or line:match("^%s*(%-.*)$")
     if spec then
-      local takes_file = false
+      local metavars, takes_file = {}, false
       for metavar in spec:gmatch("[ =<%[]+([%a_]+)") do
         if names_file(metavar) then takes_file = true end
+        metavars[#metavars + 1] = metavar
       end
+      local flags = {}
+      for flag in spec:gmatch("(%-%-?[%w][%w%-]*)") do flags[#flags + 1] = flag end
       if takes_file then
-        for flag in spec:gmatch("(%-%-?[%w][%w%-]*)") do
-          if flag:match("^%-%-?[%w]") and not found[flag] then
+        local list = names_output(flags, metavars) and outputs or inputs
+        for _, flag in ipairs(flags) do
+          if not found[flag] then
             found[flag] = true
-            out[#out + 1] = flag
+            list[#list + 1] = flag
           end
         end
       end
     end
   end
-  table.sort(out)
-  return out
+  table.sort(inputs)
+  table.sort(outputs)
+  return inputs, outputs
+end
+
+--- Every flag of a help text whose value is a file, inputs and outputs
+--- together (sorted, unique).
+---@param help string
+---@return string[]
+function M.file_flags_from_help(help)
+  local inputs, outputs = M.flags_from_help(help)
+  local all = table.move(outputs, 1, #outputs, #inputs + 1, table.move(inputs, 1, #inputs, 1, {}))
+  table.sort(all)
+  return all
 end
 
 local function pack_name_for(bin)
@@ -397,7 +470,10 @@ local function wrap_target(a, opts)
 end
 
 -- The manifest of the scaffold: the tool is asked about itself under the
--- same sandbox a call would get. Returns the document and its file_flags.
+-- same sandbox a call would get. Returns the document and the flags found
+-- ({ inputs, outputs }). The scaffold's jail is ephemeral: a fresh writable
+-- directory per call, where in:/out: files land beside each other and
+-- where what a tool leaves is listed (left_in_jail).
 local function wrap_manifest(t, opts)
   local rt, cerr = hcp.create({ allow_bins = { t.path }, sandbox = opts.sandbox,
     native_local = opts.native_local, search_path = opts.search_path })
@@ -405,7 +481,8 @@ local function wrap_manifest(t, opts)
   local help = rt:exec({ bin = t.path, args = { "--help" }, timeout_ms = 5000 })
   local version = rt:exec({ bin = t.path, args = { "--version" }, timeout_ms = 5000 })
   rt:close()
-  local flags = M.file_flags_from_help((help.stdout or "") .. "\n" .. (help.stderr or ""))
+  local inputs, outputs = M.flags_from_help((help.stdout or "") .. "\n" .. (help.stderr or ""))
+  local flags = { inputs = inputs, outputs = outputs }
   local vline = version.ok and first_line(version.stdout) or nil
   local doc = {
     hcp = 1, name = t.name, version = "0.1.0", class = "wrap",
@@ -413,7 +490,12 @@ local function wrap_manifest(t, opts)
     wrap = { bin = t.path, args = json.array(), agent_env = {}, timeout_ms = manifest.DEFAULT_TIMEOUT_MS },
     ops = {}, mocks = { ["*"] = { exit = 0, stdout = "" } }, privacy = { land = "local" },
   }
-  if #flags > 0 then doc.wrap.workspace = { mode = "none", file_flags = json.array(flags) } end
+  doc.wrap.workspace = { mode = "ephemeral" }
+  -- none found: the defaults apply (--file --json-file --env-file in, --output -o out)
+  if #inputs + #outputs > 0 then
+    doc.wrap.workspace.file_flags = json.array(inputs)
+    doc.wrap.workspace.output_flags = json.array(outputs)
+  end
   -- what we write must load: check it before touching the disk
   local _, problems = manifest.validate(json.decode(json.encode(doc)), t.file, t.dir)
   if #problems > 0 then
@@ -434,14 +516,26 @@ end
 local function wrap_report(t, doc, flags)
   local next_step = string.format("%s validate %s && %s run --pack-dir %s %s --help",
     prog, t.dir, prog, t.dir:match("^(.*)/[^/]+$") or ".", t.name)
+  local found = #flags.inputs + #flags.outputs > 0
   stdout:write(string.format("wrote %s\n", t.file))
-  stdout:write(string.format("  name       %s\n  wrap.bin   %s\n  description %s\n", t.name, t.path, doc.description))
-  stdout:write(string.format("  file_flags %s\n", #flags > 0 and table.concat(flags, " ")
-    or "(none found in --help; the defaults --file --json-file --output -o --env-file apply)"))
+  stdout:write(string.format("  name         %s\n  wrap.bin     %s\n  description  %s\n", t.name, t.path,
+    doc.description))
+  stdout:write("  mode         ephemeral (a fresh directory per call)\n")
+  if found then
+    stdout:write(string.format("  file_flags   %s   (guessed from --help: inputs, staged in)\n",
+      #flags.inputs > 0 and table.concat(flags.inputs, " ") or "(none)"))
+    stdout:write(string.format("  output_flags %s   (guessed from --help: outputs, written back)\n",
+      #flags.outputs > 0 and table.concat(flags.outputs, " ") or "(none)"))
+  else
+    stdout:write("  file_flags   (none found in --help; the defaults apply: --file --json-file --env-file in, "
+      .. "--output -o out)\n")
+  end
   stdout:write("check before use:\n")
-  stdout:write("  - the file_flags: a flag whose value is a file gets it rewritten into the jail\n")
-  stdout:write("  - add ops with {param} templates, and mocks that look like real output\n")
-  stdout:write("  - agent_env, timeout_ms, and wrap.workspace.mode if the tool reads or writes files\n")
+  stdout:write("  - file_flags and output_flags: a guess from the help text; remove the wrong ones, add the missing\n")
+  stdout:write("  - files given positionally are named in:PATH (read) and out:PATH (written back)\n")
+  stdout:write("  - add ops with {param} templates (a file is { \"type\": \"file\", \"mode\": \"in\" } or \"out\"),"
+    .. " and mocks that look like real output\n")
+  stdout:write("  - agent_env, timeout_ms, and wrap.workspace.mode\n")
   stdout:write("then: ", next_step, "\n")
 end
 
@@ -466,7 +560,8 @@ local function cmd_wrap(a)
   end
   if a.json then
     stdout:write(json.encode({ ok = true, file = t.file, dir = t.dir, name = t.name, bin = t.path,
-      description = doc.description, file_flags = json.array(flags) }), "\n")
+      description = doc.description, mode = doc.wrap.workspace.mode, file_flags = json.array(flags.inputs),
+      output_flags = json.array(flags.outputs) }), "\n")
   else
     wrap_report(t, doc, flags)
   end

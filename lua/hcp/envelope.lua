@@ -38,6 +38,10 @@ local check = require("hcp.check")
 ---@field stdout string?
 ---@field stderr string?
 ---@field files string[]?
+---@field files_truncated boolean?
+---@field left_in_jail string[]?  files a mode-none or ephemeral call left in its jail, not written back (relative)
+---@field left_in_jail_truncated boolean?
+---@field hint string?            why a relative argument was not found, and how to pass a file
 ---@field sandbox string?
 ---@field isolation string[]?
 ---@field timed_out boolean?
@@ -274,6 +278,7 @@ function M.encode(res)
   end
   if wire.files and getmetatable(wire.files) == nil then wire.files = json.array(wire.files) end
   if wire.isolation and getmetatable(wire.isolation) == nil then wire.isolation = json.array(wire.isolation) end
+  if wire.left_in_jail and getmetatable(wire.left_in_jail) == nil then wire.left_in_jail = json.array(wire.left_in_jail) end
   local text, err = json.encode(wire)
   if not text then
     -- a result always encodes; this only guards against a foreign table

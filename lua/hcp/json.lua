@@ -280,10 +280,11 @@ end
 -- follow in sorted order.
 local key_rank = {}
 for i, k in ipairs({ "hcp", "id", "id_b64", "ok", "exit", "signal", "error", "error_b64", "stdout", "stdout_b64",
-  "stderr", "stderr_b64", "files", "files_b64", "files_truncated", "sandbox", "isolation", "timed_out", "truncated", "ms",
+  "stderr", "stderr_b64", "files", "files_b64", "files_truncated",
+  "left_in_jail", "left_in_jail_b64", "left_in_jail_truncated", "hint", "sandbox", "isolation", "timed_out", "truncated", "ms",
   -- manifests, in the order the contract presents them
   "name", "version", "class", "description", "wrap", "bin", "args", "agent_env", "timeout_ms",
-  "workspace", "mode", "home_env", "file_flags", "network", "limits", "ops", "params", "confirm",
+  "workspace", "mode", "home_env", "file_flags", "output_flags", "network", "limits", "ops", "params", "confirm",
   "bindings", "mocks", "privacy" }) do
   key_rank[k] = i
 end

@@ -45,7 +45,7 @@ local function cut(s, max)
 end
 
 local FIELDS = { "ok", "exit", "error", "signal", "files", "sandbox", "isolation", "timed_out", "truncated", "ms",
-  "files_truncated", "left_in_jail", "hint" }
+  "files_truncated", "left_in_jail", "left_in_jail_truncated", "hint" }
 
 local function binary(name, data, sc, content, lim)
   local mime = M.image_type(data)

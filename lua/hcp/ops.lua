@@ -22,7 +22,7 @@ local json = require("hcp.json")
 local mops = require("hcp.manifest.ops")
 
 local function render(value, ty)
-  if ty == "string" then return value end
+  if ty == "string" or ty == "file" then return value end
   if ty == "boolean" then return value and "true" or "false" end
   -- numbers: integers without a fraction, others with enough digits to round-trip
   if math.type(value) == "integer" or (value == math.floor(value) and math.abs(value) < 2^53) then
@@ -38,6 +38,26 @@ local function sorted(t)
   return ks
 end
 
+-- What an agent is told about a file parameter: its value is a path in the
+-- caller's directory (out_dir), read from there or written back there.
+M.FILE_NOTES = {
+  ["in"] = "A file the tool reads: a path relative to the caller's directory (out_dir); "
+    .. "the runtime copies it into the sandbox.",
+  out = "A file the tool writes: a path relative to the caller's directory (out_dir); "
+    .. "the runtime writes it back there after the call (its directory must exist, and an existing "
+    .. "file is replaced only when the operator allows it).",
+}
+
+local function property(p)
+  if p.type == "file" then
+    local note = M.FILE_NOTES[p.mode]
+    local d = p.description and (p.description:gsub("[%s.]+$", "") .. ". " .. note) or note
+    return { type = "string", description = d, default = p.default }
+  end
+  return { type = p.type, description = p.description, default = p.default,
+    enum = p.enum and json.array(table.move(p.enum, 1, #p.enum, 1, {})) or nil }
+end
+
 -- Schemas are made once per (validated, never mutated) op table.
 local cache = setmetatable({}, { __mode = "k" })
 
@@ -50,8 +70,7 @@ function M.schema(op)
   local props, required = {}, json.array()
   for _, name in ipairs(sorted(op.params)) do
     local p = op.params[name]
-    props[name] = { type = p.type, description = p.description, default = p.default,
-      enum = p.enum and json.array(table.move(p.enum, 1, #p.enum, 1, {})) or nil }
+    props[name] = property(p)
     if p.required then required[#required + 1] = name end
   end
   local s = { type = "object", properties = props, additionalProperties = false }
@@ -152,23 +171,48 @@ end
 
 --- Expand an op's argv template. An element holding the placeholder of a
 --- parameter `rendered` lacks (an absent optional one) is dropped whole.
+--- With the op's `params`, an element that holds a file parameter is also
+--- described in `file_args` (by its index in the result): the parameter,
+--- its mode as a plan kind, its value and the template text around it —
+--- for hcp.workspace.plan, which makes it a file reference. `from_params`
+--- marks the elements that hold any parameter (what the agent sent).
 ---@param template string[]
 ---@param rendered table<string, string> from check_params
----@return string[]
-function M.expand(template, rendered)
-  local out = {}
-  for _, a in ipairs(template) do
-    local absent = false
-    -- gsub with a function: the replacement is never re-scanned and "%" in a
-    -- value is taken literally
-    local s = a:gsub("{([%a_][%w_]*)}", function(name)
+---@param params table<string, hcp.ParamSpec>? the op's params
+---@return string[] argv, table<integer, hcp.FileArg> file_args, table<integer, string> from_params
+function M.expand(template, rendered, params)
+  local out, file_args, from_params = {}, {}, {}
+  -- gsub with a function: the replacement is never re-scanned and "%" in a
+  -- value is taken literally
+  local function fill(text)
+    local absent, first = false, nil
+    local filled = text:gsub("{([%a_][%w_]*)}", function(name)
       local v = rendered[name]
       if v == nil then absent = true end
+      first = first or name
       return v
     end)
-    if not absent then out[#out + 1] = s end
+    return filled, absent, first
   end
-  return out
+  for _, a in ipairs(template) do
+    -- the manifest allows at most one file parameter per element
+    local fs, fe, fname
+    for s0, name, e0 in a:gmatch("(){([%a_][%w_]*)}()") do
+      if params and params[name] and params[name].type == "file" then fs, fname, fe = s0, name, e0 - 1 end
+    end
+    local s, absent, first = fill(a)
+    if not absent then
+      local n = #out + 1
+      out[n], from_params[n] = s, first
+      if fname then
+        local before = fill(a:sub(1, fs - 1))
+        local after = fill(a:sub(fe + 1))
+        file_args[n] = { kind = mops.FILE_MODES[params[fname].mode], param = fname, value = rendered[fname],
+          before = before, after = after }
+      end
+    end
+  end
+  return out, file_args, from_params
 end
 
 return M

@@ -48,6 +48,11 @@ M.RESULT_SCHEMA = {
     stdout_b64 = { type = "string", contentEncoding = "base64" },
     stderr_b64 = { type = "string", contentEncoding = "base64" },
     files = STRINGS, isolation = STRINGS, sandbox = { type = "string" },
+    files_truncated = { type = "boolean" },
+    left_in_jail = { type = "array", items = { type = "string" },
+      description = "Files the call left in its sandbox and did not write back: name one with out:PATH to get it" },
+    left_in_jail_truncated = { type = "boolean" },
+    hint = { type = "string", description = "Why a name the tool was given was not found, and how to pass a file" },
     timed_out = { type = "boolean" }, truncated = { type = "boolean" }, ms = { type = "number" },
   },
   required = json.array({ "exit", "ok" }),
@@ -84,6 +89,12 @@ local function op_description(pack, op)
   local notes = {}
   if op.stdin then notes[#notes + 1] = "Reads the stdin argument." end
   if op.output == "file" then notes[#notes + 1] = "Its output is the files it writes, listed in the result." end
+  for _, p in pairs(op.params) do
+    if p.type == "file" then
+      notes[#notes + 1] = "File parameters are paths relative to the caller's directory."
+      break
+    end
+  end
   if op.confirm then notes[#notes + 1] = "Runs only after the user confirms it." end
   if #notes > 0 then d = d .. "\n\n" .. table.concat(notes, " ") end
   return d
@@ -108,7 +119,9 @@ local function exec_tool(pack)
   if confirm then d = d .. " Runs only after the user confirms it." end
   local schema = { type = "object", additionalProperties = false, required = json.array({ "args" }), properties = {
     args = { type = "array", items = { type = "string" },
-      description = string.format("Arguments after %s, each one argv element (no shell)", argv) },
+      description = string.format("Arguments after %s, each one argv element (no shell). The tool runs in a "
+        .. "directory of its own: name a file of the caller's directory as in:PATH (copied in) or out:PATH "
+        .. "(written back after the call)", argv) },
     stdin = { type = "string", description = STDIN_DEFAULT } } }
   -- raw arguments can do whatever the tool can: never read-only, always destructive
   return { title = name, call = name, pack = pack.name, description = d, inputSchema = schema,

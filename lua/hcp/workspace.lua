@@ -12,6 +12,9 @@ local M = {}
 local core = require("hcp.core")
 
 M.PREFIX = "workspace:"
+-- §10.6 "more URI schemes" (contract §8): a file of out_dir staged into
+-- the jail (in:REL), or a jail file written back to out_dir (out:REL)
+M.SCHEMES = { ["in:"] = "input", ["out:"] = "output" }
 -- §10.6 and contract §8: flags whose value is written back after the call
 -- (wrap.workspace.output_flags); the file_flags are inputs.
 M.DEFAULT_OUTPUT_FLAGS = { "--output", "-o" }
@@ -21,15 +24,28 @@ local LEGACY_OUTPUTS = { ["--output"] = true, ["-o"] = true }
 ---@field before string  text kept before the path: "--output=", "-o", "file://", ""
 ---@field root "jail"|"files" where the path points: the jail (workspace:, file:) or the files directory (file-flag values)
 ---@field rel string     normalised relative path ("." for the root itself)
----@field after string?  text kept after the path (a file: URI's ?query#fragment)
+---@field after string?  text kept after the path (a file: URI's ?query#fragment, a template's text)
 ---@field encode "uri"?  the path is percent-encoded when bound (inside a file: URI)
+---@field cwd boolean?   bound relative to the child's cwd when the files directory is it (in:, out:, file params)
 
 ---@class hcp.Plan
 ---@field argv (string|hcp.PlanRef)[]  one entry per argument: unchanged, or a reference to bind
----@field stage { rel: string, arg: integer }[]   inputs: out_dir/rel is copied to files_dir/rel before spawn
----@field outputs { rel: string, arg: integer }[] outputs: files_dir/rel is written back to out_dir/rel after the call
+---@field stage hcp.HostRef[]   inputs: out_dir/rel is copied to files_dir/rel before spawn
+---@field outputs hcp.HostRef[] outputs: files_dir/rel is written back to out_dir/rel after the call
 ---@field dirs string[]        directories to create in files_dir so the tool can write its outputs
 ---@field uses_files boolean   some reference points into the files directory
+
+---@class hcp.HostRef
+---@field rel string      normalised, relative to out_dir (and to the files directory)
+---@field arg integer     the argument it came from
+---@field param string?   the op parameter of type file it came from
+
+---@class hcp.FileArg  an op's file parameter, placed by hcp.ops.expand
+---@field kind "input"|"output"
+---@field param string   the parameter's name
+---@field value string   what the agent gave: a path relative to out_dir
+---@field before string  the template's text before the placeholder
+---@field after string   the template's text after it
 
 ---@class hcp.PlanFlags
 ---@field file_flags string[]?    input flags (default none)
@@ -129,11 +145,70 @@ local function file_uri(before, uri, i)
   return jail_ref(before .. prefix, percent_decode(path), i, after ~= "" and after or nil, "uri")
 end
 
--- A value naming a file: a jail reference, an unchanged string, or a
--- reference into the files directory (staged or written back).
+-- The scheme of an explicit host reference (in:REL, out:REL) and what
+-- follows it, or nil.
+local function scheme_of(value)
+  for prefix, kind in pairs(M.SCHEMES) do
+    if value:sub(1, #prefix) == prefix then return kind, value:sub(#prefix + 1) end
+  end
+  return nil
+end
+
+local function label(i, param)
+  if param then return string.format("argument %d (parameter %q)", i, param) end
+  return string.format("argument %d", i)
+end
+
+-- A reference into the files directory: staged from out_dir (input) or
+-- written back to it (output). `norm` is already normalised and inside.
+function P:files_ref(kind, before, norm, i, extra)
+  local plan = self.plan
+  local ref = { rel = norm, arg = i, param = extra.param }
+  if kind == "output" then
+    if not self.seen_out[norm] then
+      self.seen_out[norm] = true
+      plan.outputs[#plan.outputs + 1] = ref
+      local parent = norm:match("^(.*)/[^/]+$")
+      if parent then plan.dirs[#plan.dirs + 1] = parent end
+    end
+  elseif not self.seen_stage[norm] then
+    self.seen_stage[norm] = true
+    plan.stage[#plan.stage + 1] = ref
+  end
+  plan.uses_files = true
+  return { before = before, root = "files", rel = norm, after = extra.after, cwd = extra.cwd }
+end
+
+-- An explicit host reference: `in:REL`/`out:REL`, or the value of an op's
+-- file parameter. The path must be relative (to out_dir) and stay inside.
+function P:host_value(kind, before, value, i, extra)
+  local what = extra.param and "the file parameter" or (kind == "input" and "in:" or "out:")
+  if value == "" then
+    return nil, string.format("workspace: %s: %s needs a path relative to out_dir", label(i, extra.param), what)
+  end
+  if value:sub(1, 1) == "/" then
+    return nil, string.format("workspace: %s: %s takes a path relative to out_dir, not the absolute path %q",
+      label(i, extra.param), what, value)
+  end
+  local norm = core.normalize(value)
+  if escapes(norm) then
+    return nil, string.format("workspace: path escapes the jail: %s", label(i, extra.param))
+  end
+  if norm == "." then
+    return nil, string.format("workspace: %s: %q names a directory, not a file", label(i, extra.param), value)
+  end
+  extra.cwd = true
+  return self:files_ref(kind, before, norm, i, extra)
+end
+
+-- A value naming a file: a jail reference, an explicit host reference, an
+-- unchanged string, or a reference into the files directory (staged or
+-- written back, as the flag's kind says).
 function P:file_value(kind, before, value, i)
   if value:sub(1, #M.PREFIX) == M.PREFIX then return jail_ref(before, value:sub(#M.PREFIX + 1), i) end
   if value:sub(1, 5):lower() == "file:" then return file_uri(before, value, i) end
+  local skind, rest = scheme_of(value)
+  if skind then return self:host_value(skind, before, rest, i, {}) end
   -- "-" (stdin/stdout), absolute paths (checked by the host-path rule) and
   -- other URI schemes pass through unchanged
   if value == "" or value == "-" or value:sub(1, 1) == "/" or value:find("://", 1, true) then
@@ -144,27 +219,16 @@ function P:file_value(kind, before, value, i)
   if norm == "." then
     return nil, string.format("workspace: argument %d: %q names a directory, not a file", i, value)
   end
-  local plan = self.plan
-  if kind == "output" then
-    if not self.seen_out[norm] then
-      self.seen_out[norm] = true
-      plan.outputs[#plan.outputs + 1] = { rel = norm, arg = i }
-      local parent = norm:match("^(.*)/[^/]+$")
-      if parent then plan.dirs[#plan.dirs + 1] = parent end
-    end
-  elseif not self.seen_stage[norm] then
-    self.seen_stage[norm] = true
-    plan.stage[#plan.stage + 1] = { rel = norm, arg = i }
-  end
-  plan.uses_files = true
-  return { before = before, root = "files", rel = norm }
+  return self:files_ref(kind, before, norm, i, {})
 end
 
--- A value that is not a listed flag's: workspace: and file: references
--- only (after --any-flag= or a glued -X).
-local function any_value(before, value, i)
+-- A value that is not a listed flag's: workspace:, file:, in: and out:
+-- references only (after --any-flag= or a glued -X).
+function P:any_value(before, value, i)
   if value:sub(1, #M.PREFIX) == M.PREFIX then return jail_ref(before, value:sub(#M.PREFIX + 1), i) end
   if value:sub(1, 5):lower() == "file:" then return file_uri(before, value, i) end
+  local skind, rest = scheme_of(value)
+  if skind then return self:host_value(skind, before, rest, i, {}) end
   return nil
 end
 
@@ -172,8 +236,8 @@ end
 -- plan entry (or nil, err), and the kind of file value the next argument
 -- is when this one is a listed flag given alone.
 function P:argument(a, i, last)
-  if a:sub(1, #M.PREFIX) == M.PREFIX then return jail_ref("", a:sub(#M.PREFIX + 1), i) end
-  if a:sub(1, 5):lower() == "file:" then return file_uri("", a, i) end
+  local whole, werr = self:any_value("", a, i)
+  if whole or werr then return whole, werr end
   if a == "--" then self.dashdash = true end
   -- after a bare --, options are data (getopt): qrencode's text "-ok" stays "-ok"
   if self.dashdash then return a end
@@ -199,11 +263,11 @@ function P:argument(a, i, last)
     -- a glued short flag, as getopt reads it: -oVALUE (so -o=x is the file "=x")
     local short = a:sub(1, 2)
     if self.kind[short] then return self:file_value(self.kind[short], short, a:sub(3), i) end
-    local ref, err = any_value(short, a:sub(3), i)
+    local ref, err = self:any_value(short, a:sub(3), i)
     if ref or err then return ref, err end
   end
   if eq then
-    local ref, err = any_value(name .. "=", a:sub(eq + 1), i)
+    local ref, err = self:any_value(name .. "=", a:sub(eq + 1), i)
     if ref or err then return ref, err end
     if leaves(a:sub(eq + 1)) then return escape_error(i) end
   end
@@ -214,22 +278,31 @@ end
 --- in, so the plan is the same whatever jail it is later bound to. Forms
 --- recognised (docs/spec/workspace.md): `workspace:REL` (the whole
 --- argument, after `--any-flag=`, after a glued `-X`); `file:` URIs in the
---- same places (into the jail); the value of a listed flag as `--flag
---- value`, `--flag=value`, a glued short `-oVALUE`, and an unambiguous
---- abbreviation of a listed long flag (`--out=x`, `--outp x`) — up to a
---- bare `--`, after which only `workspace:` and `file:` arguments are
---- references (the rest is data, as getopt reads it).
+--- same places (into the jail); `in:REL` and `out:REL` in the same places
+--- (a file of out_dir staged in, a file written back to it); the value of a
+--- listed flag as `--flag value`, `--flag=value`, a glued short `-oVALUE`,
+--- and an unambiguous abbreviation of a listed long flag (`--out=x`,
+--- `--outp x`) — up to a bare `--`, after which only the scheme references
+--- are (the rest is data, as getopt reads it). `file_args` are the op's
+--- file parameters by argument number (hcp.ops.expand): those arguments
+--- are references whatever their text.
 ---@param argv string[] arguments after argv[0]
 ---@param flags hcp.PlanFlags
+---@param file_args table<integer, hcp.FileArg>?
 ---@return hcp.Plan? plan, string? err
-function M.plan(argv, flags)
+function M.plan(argv, flags, file_args)
   local kind, long = flag_kinds(flags or {})
   local self = setmetatable({ kind = kind, long = long, seen_stage = {}, seen_out = {},
     plan = { argv = {}, stage = {}, outputs = {}, dirs = {}, uses_files = false } }, P)
   local out, pending = self.plan.argv, nil
+  file_args = file_args or {}
   for i, a in ipairs(argv) do
     local entry, err
-    if pending then
+    local fa = file_args[i]
+    if fa then
+      entry, err = self:host_value(fa.kind, fa.before, fa.value, i, { param = fa.param, after = fa.after })
+      pending = nil
+    elseif pending then
       entry, err = self:file_value(pending, "", a, i)
       pending = nil
     else
@@ -245,9 +318,20 @@ local function uri_encode(path)
   return (path:gsub("[^%w%-._~/]", function(c) return string.format("%%%02X", c:byte()) end))
 end
 
---- Bind a plan to its roots: the argv strings the child gets.
+-- A path relative to the child's cwd, as a tool reads an argument: one
+-- that starts with "-" would be an option.
+local function relative(rel)
+  if rel:sub(1, 1) == "-" then return "./" .. rel end
+  return rel
+end
+
+--- Bind a plan to its roots: the argv strings the child gets. A scheme
+--- reference (`in:`, `out:`, a file parameter) whose files directory is the
+--- child's cwd (`roots.cwd`: the jail of modes ephemeral and workspace) is
+--- bound relative to it — `wc -l in:a.txt` prints `a.txt`, `tar -czf
+--- out:x.tgz in:a.txt` stores `a.txt` — else absolute.
 ---@param plan hcp.Plan
----@param roots { jail: string, files_dir: string? }
+---@param roots { jail: string, files_dir: string?, cwd: string? }
 ---@return string[]
 function M.bind(plan, roots)
   local out = {}
@@ -257,7 +341,12 @@ function M.bind(plan, roots)
     else
       local base = e.root == "jail" and roots.jail or roots.files_dir
       assert(base, "workspace.bind: no " .. e.root .. " root")
-      local path = e.rel == "." and base or base .. "/" .. e.rel
+      local path
+      if e.cwd and base == roots.cwd then
+        path = relative(e.rel)
+      else
+        path = e.rel == "." and base or base .. "/" .. e.rel
+      end
       if e.encode == "uri" then path = uri_encode(path) end
       out[i] = e.before .. path .. (e.after or "")
     end
@@ -370,20 +459,21 @@ function M.check_host_refs(plan, o)
   table.sort(refs, function(a, b) return a[1].arg < b[1].arg end)
   for _, r in ipairs(refs) do
     local ref, what = r[1], r[2]
+    local arg = label(ref.arg, ref.param)
     if not o.out_dir then
-      return nil, string.format("workspace: argument %d: the %s %q is a file under out_dir, and this runtime has "
-        .. "no out_dir (the operator sets the out_dir option)", ref.arg, what, ref.rel)
+      return nil, string.format("workspace: %s: the %s %q is a file under out_dir, and this runtime has "
+        .. "no out_dir (the operator sets the out_dir option)", arg, what, ref.rel)
     end
     local hidden = not o.allow_hidden and hidden_component(ref.rel)
     if hidden then
-      return nil, string.format("workspace: argument %d: the %s %q goes through the hidden name %q "
-        .. "(refused unless the operator sets allow_hidden)", ref.arg, what, ref.rel, hidden)
+      return nil, string.format("workspace: %s: the %s %q goes through the hidden name %q "
+        .. "(refused unless the operator sets allow_hidden)", arg, what, ref.rel, hidden)
     end
     local path = core.normalize(o.out_dir .. "/" .. ref.rel)
     for _, p in ipairs(o.protected or {}) do
       if core.contains(core.normalize(p), path) then
-        return nil, string.format("workspace: argument %d: the %s %q lies in a directory the runtime protects "
-          .. "(a pack, the state dir or the runtime's own files)", ref.arg, what, ref.rel)
+        return nil, string.format("workspace: %s: the %s %q lies in a directory the runtime protects "
+          .. "(a pack, the state dir or the runtime's own files)", arg, what, ref.rel)
       end
     end
   end

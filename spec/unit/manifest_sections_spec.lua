@@ -36,6 +36,24 @@ describe("hcp.manifest sections", function()
       "bindings.b.family: required string" }, fields(problems))
   end)
 
+  it("workspace: output_flags apart from file_flags; old manifests keep -o among file_flags (issue 15)", function()
+    local ws, problems = call("workspace", nil)
+    assert.same({ "--file", "--json-file", "--output", "-o", "--env-file" }, ws.file_flags)
+    assert.is_nil(ws.output_flags) -- hcp.workspace.flags reads --output/-o out of file_flags
+    assert.same({}, problems)
+    ws = call("workspace", { output_flags = { "--log", "-write" } })
+    assert.same({ "--file", "--json-file", "--env-file" }, ws.file_flags)
+    assert.same({ "--log", "-write" }, ws.output_flags)
+    ws = call("workspace", { file_flags = { "-i" }, output_flags = {} })
+    assert.same({ "-i" }, ws.file_flags)
+    assert.same({}, ws.output_flags)
+    local _
+    _, problems = call("workspace", { file_flags = { "-o", "--in" }, output_flags = { "--log", "-o", "bad flag" } })
+    assert.same({ "wrap.workspace.output_flags[2]: -o is also in file_flags: a flag's value is an input (file_flags) "
+      .. "or an output (output_flags), not both", "wrap.workspace.output_flags[3]: must be a flag such as --file or -o" },
+      fields(problems))
+  end)
+
   it("limits: positive integers of the known keys", function()
     local l, problems = call("limits", { cpu_s = 5, procs = 2.0 })
     assert.same({ cpu_s = 5, procs = 2 }, l)
@@ -81,7 +99,7 @@ describe("hcp.manifest sections", function()
     assert.same({ "ops.-bad: op name must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
       "ops.g.args[1]: placeholder {y} is not a declared parameter",
       "ops.g.bindings[1]: nope is not a binding of this pack", "ops.g.confirm: must be a boolean",
-      "ops.g.params.z: type must be string, number, integer or boolean, got date" }, fields(problems))
+      "ops.g.params.z: type must be string, number, integer, boolean or file, got date" }, fields(problems))
   end)
 
   it("mocks: keyed by an op, exec or *; exit 0..255", function()

@@ -306,3 +306,112 @@ describe("workspace.host_config and host_ref_opts", function()
     assert.equal("/o", o.out_dir)
   end)
 end)
+
+describe("workspace.plan: in:REL and out:REL (issue 15)", function()
+  it("in:REL is staged and out:REL written back, anywhere in argv", function()
+    local argv, stage, outputs, p = run({ "-l", "in:a.txt", "x", "out:res/b.txt" })
+    assert.same({ "-l", F .. "/a.txt", "x", F .. "/res/b.txt" }, argv)
+    assert.same({ "a.txt" }, stage)
+    assert.same({ "res/b.txt" }, outputs)
+    assert.same({ "res" }, p.dirs)
+    assert.same({ before = "", root = "files", rel = "a.txt", cwd = true }, p.argv[2])
+  end)
+
+  it("as a --flag= value, after a glued short flag, and as a listed flag's value (the scheme wins)", function()
+    local argv, stage, outputs = run({ "--log=out:log.json", "-Iin:inc.h", "--file", "out:o", "-o", "in:i",
+      "--data", "in:d" })
+    assert.same({ "--log=" .. F .. "/log.json", "-I" .. F .. "/inc.h", "--file", F .. "/o", "-o", F .. "/i",
+      "--data", F .. "/d" }, argv)
+    assert.same({ "inc.h", "i", "d" }, stage)
+    assert.same({ "log.json", "o" }, outputs)
+  end)
+
+  it("after a bare -- they are still references (files after --, as tools take them)", function()
+    local argv, stage = run({ "--", "in:-x.txt", "-o", "out" })
+    assert.same({ "--", F .. "/-x.txt", "-o", "out" }, argv)
+    assert.same({ "-x.txt" }, stage)
+  end)
+
+  it("binds relative to the child's cwd when the files directory is it, ./ before a leading -", function()
+    local p = assert(plan({ "in:a.txt", "out:-b", "--x=out:c/d", "workspace:w", "-o", "flag.png" }))
+    assert.same({ "a.txt", "./-b", "--x=c/d", "/j/w", "-o", "/j/flag.png" },
+      workspace.bind(p, { jail = "/j", files_dir = "/j", cwd = "/j" }))
+    -- mode none: the files directory is not the cwd, so the paths are absolute
+    assert.same({ "/f/a.txt", "/f/-b", "--x=/f/c/d", "/j/w", "-o", "/f/flag.png" },
+      workspace.bind(p, { jail = "/j", files_dir = "/f", cwd = "/j" }))
+  end)
+
+  it("refuses in:../x, out:a/../../x, an absolute path, an empty path and a directory", function()
+    assert.same({ nil, "workspace: path escapes the jail: argument 2" }, { run({ "x", "in:../x" }) })
+    assert.same({ nil, "workspace: path escapes the jail: argument 1" }, { run({ "out:a/../../x" }) })
+    assert.same({ nil, "workspace: path escapes the jail: argument 1" }, { run({ "--x=in:../../etc/passwd" }) })
+    assert.same({ nil, 'workspace: argument 1: out: takes a path relative to out_dir, not the absolute path "/etc/x"' },
+      { run({ "out:/etc/x" }) })
+    assert.same({ nil, 'workspace: argument 1: in: takes a path relative to out_dir, not the absolute path "/tmp/x"' },
+      { run({ "in:/tmp/x" }) })
+    assert.same({ nil, "workspace: argument 2: in: needs a path relative to out_dir" }, { run({ "-n", "in:" }) })
+    assert.same({ nil, 'workspace: argument 1: "sub/.." names a directory, not a file' }, { run({ "out:sub/.." }) })
+  end)
+
+  it("is case-sensitive and whole-word: IN:x, key=in:x, within:x, in.txt stay as they are", function()
+    local argv = { "IN:x", "key=in:x", "within:x", "in.txt", "Out:y", "input:z" }
+    assert.same(argv, (run(argv)))
+  end)
+
+  it("the out_dir rules apply: no out_dir, hidden names, protected paths", function()
+    local function check(argv, o) return workspace.check_host_refs(assert(plan(argv)), o) end
+    assert.equal('workspace: argument 1: the input "a.txt" is a file under out_dir, and this runtime has no out_dir '
+      .. "(the operator sets the out_dir option)", select(2, check({ "in:a.txt" }, {})))
+    assert.equal('workspace: argument 1: the output ".ssh/authorized_keys" goes through the hidden name ".ssh" '
+      .. "(refused unless the operator sets allow_hidden)", select(2, check({ "out:.ssh/authorized_keys" }, { out_dir = "/h" })))
+    assert.matches("lies in a directory the runtime protects",
+      select(2, check({ "in:packs/jq/hcp.json" }, { out_dir = "/h", protected = { "/h/packs" } })))
+  end)
+end)
+
+describe("workspace.plan: an op's file parameters (issue 15)", function()
+  it("an argument placed by a file parameter is a reference whatever its text", function()
+    local fa = { [2] = { kind = "input", param = "src", value = "-o", before = "", after = "" },
+      [3] = { kind = "output", param = "dst", value = "r/out.txt", before = "--out=", after = ".bak" } }
+    local p = assert(workspace.plan({ "-l", "-o", "--out=r/out.txt.bak" }, DEFAULT, fa))
+    assert.same({ { rel = "-o", arg = 2, param = "src" } }, p.stage)
+    assert.same({ { rel = "r/out.txt", arg = 3, param = "dst" } }, p.outputs)
+    assert.same({ "-l", "./-o", "--out=r/out.txt.bak" }, workspace.bind(p, { jail = J, files_dir = J, cwd = J }))
+  end)
+
+  it("refuses a parameter that leaves out_dir or is absolute, naming it", function()
+    local function one(value)
+      return workspace.plan({ value }, DEFAULT, { { kind = "input", param = "src", value = value, before = "", after = "" } })
+    end
+    assert.same({ nil, 'workspace: path escapes the jail: argument 1 (parameter "src")' }, { one("../x") })
+    assert.same({ nil, 'workspace: argument 1 (parameter "src"): the file parameter takes a path relative to out_dir, '
+      .. 'not the absolute path "/etc/passwd"' }, { one("/etc/passwd") })
+    assert.same({ nil, 'workspace: argument 1 (parameter "src"): the file parameter needs a path relative to out_dir' },
+      { one("") })
+    -- and the out_dir rules name it too
+    local p = assert(one(".git/config"))
+    assert.equal('workspace: argument 1 (parameter "src"): the input ".git/config" goes through the hidden name ".git" '
+      .. "(refused unless the operator sets allow_hidden)", select(2, workspace.check_host_refs(p, { out_dir = "/h" })))
+  end)
+end)
+
+describe("hcp.ops.expand places file parameters for the plan (issue 15)", function()
+  local ops = require("hcp.ops")
+  it("describes the element, the parameter, its kind and the text around it", function()
+    local params = { src = { type = "file", mode = "in" }, dst = { type = "file", mode = "out" }, n = { type = "string" } }
+    local argv, files, from = ops.expand({ "-n{n}", "{src}", "--out={dst}", "fixed" },
+      { n = "3", src = "a b.txt", dst = "o/x" }, params)
+    assert.same({ "-n3", "a b.txt", "--out=o/x", "fixed" }, argv)
+    assert.same({ [2] = { kind = "input", param = "src", value = "a b.txt", before = "", after = "" },
+      [3] = { kind = "output", param = "dst", value = "o/x", before = "--out=", after = "" } }, files)
+    assert.same({ "n", "src", "dst" }, { from[1], from[2], from[3] })
+    assert.is_nil(from[4])
+  end)
+
+  it("a value holding NUL or % is taken as it is", function()
+    local params = { src = { type = "file", mode = "in" } }
+    local argv, files = ops.expand({ "{src}" }, { src = "a%1\0b" }, params)
+    assert.same({ "a%1\0b" }, argv)
+    assert.equal("a%1\0b", files[1].value)
+  end)
+end)

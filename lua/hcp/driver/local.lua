@@ -43,6 +43,9 @@ local workspace = require("hcp.workspace")
 ---@field scratch string?   the call's private directory
 ---@field plan hcp.Plan?
 ---@field before table?     scan of a persisted jail before the spawn
+---@field left_before table? scan of the files directory before the spawn (modes none and ephemeral)
+---@field left_in_jail string[]? files the call left in its jail, not written back (set by writeback)
+---@field left_truncated boolean? that list is incomplete
 
 --- A driver over `host`.
 ---@param host hcp.DriverHost
@@ -90,10 +93,14 @@ function Local:prepare(call)
     ctx.jail, ctx.files_dir = call.pack.root, call.pack.root
     -- the pack root is no place for a call's files: they go to a per-call
     -- directory, so concurrent calls cannot meet and nothing is left behind
+    -- (a directory of its own in the private one, beside minted credential
+    -- files and TMPDIR, so what the child leaves there can be listed)
     if call.uses_files then
       local dir, err = scratch(self, ctx)
       if not dir then return nil, "workspace: " .. tostring(err) end
-      ctx.files_dir = dir
+      local ok, merr = core.mkdir(dir .. "/files")
+      if not ok then return nil, "workspace: " .. tostring(merr) end
+      ctx.files_dir = dir .. "/files"
     end
     return ctx
   end
@@ -160,7 +167,11 @@ function Local:rewriteArgv(ctx, plan) -- luacheck: ignore 212
     if not ok then return nil, derr end
   end
   if ctx.mode == "workspace" then ctx.before, ctx.files_truncated = core.scan(ctx.jail) end
-  return workspace.bind(plan, { jail = ctx.jail, files_dir = files_dir })
+  -- what is there before the child runs (the staged inputs) is not what it left
+  if ctx.mode ~= "workspace" and (ctx.remove_jail or files_dir ~= ctx.jail) then
+    ctx.left_before = #plan.stage > 0 and core.scan(files_dir) or {}
+  end
+  return workspace.bind(plan, { jail = ctx.jail, files_dir = files_dir, cwd = ctx.jail })
 end
 
 --- Stage 3: spawn with the jail as cwd.
@@ -202,6 +213,31 @@ local function changed_files(ctx)
   return created
 end
 
+-- At most this many names in a result's left_in_jail.
+Local.MAX_LEFT = 100
+
+-- The files a mode-none or ephemeral call left in its files directory (the
+-- jail, or mode none's per-call files directory) and that are not written
+-- back: created or changed by the child, neither an output of the plan nor
+-- the runtime's own temporaries (.hcp-tmp, TMPDIR). Relative paths, as an
+-- agent names them with out:.
+local function left_files(ctx)
+  if not ctx.left_before then return nil end
+  local after, cut = core.scan(ctx.files_dir)
+  local outputs = {}
+  for _, o in ipairs(ctx.plan and ctx.plan.outputs or {}) do outputs[o.rel] = true end
+  local left = {}
+  for rel, sig in pairs(after or {}) do
+    if ctx.left_before[rel] ~= sig and not outputs[rel] and not rel:match("^%.hcp%-tmp/") then left[#left + 1] = rel end
+  end
+  table.sort(left)
+  if #left > Local.MAX_LEFT then
+    for i = #left, Local.MAX_LEFT + 1, -1 do left[i] = nil end
+    cut = true
+  end
+  return left, cut
+end
+
 --- Stage 4: write --output/-o files back under out_dir (also after a
 --- non-zero exit, as the tool would have left them; not after a signal or a
 --- timeout, when a half-written file would replace a good one), and list the
@@ -232,6 +268,7 @@ function Local:writeback(ctx, r) -- luacheck: ignore 212
   if ctx.mode == "workspace" and ctx.before then
     for _, f in ipairs(changed_files(ctx)) do files[#files + 1] = f end
   end
+  ctx.left_in_jail, ctx.left_truncated = left_files(ctx)
   return files, errs[1]
 end
 

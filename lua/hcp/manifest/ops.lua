@@ -7,7 +7,11 @@
 ---
 --- A parameter is a type string (`"string"`, as before) or an object
 --- `{ type, description, required (default true), default, enum }`; both
---- normalise to the object form: `o.params[name].type` and so on.
+--- normalise to the object form: `o.params[name].type` and so on. A
+--- parameter of type `file` has a `mode`: `"in"` (a file of out_dir the
+--- runtime stages into the jail) or `"out"` (a jail path it writes back to
+--- out_dir after the call); its value is a path relative to out_dir, and
+--- its placeholder becomes a file reference of the plan (hcp.workspace).
 ---@class hcp.manifest.ops
 local M = {}
 
@@ -16,22 +20,20 @@ local egress = require("hcp.egress")
 local json = require("hcp.json")
 
 ---@class hcp.ParamSpec
----@field type "string"|"number"|"integer"|"boolean"
+---@field type "string"|"number"|"integer"|"boolean"|"file"
+---@field mode "in"|"out"|nil  for type file
 ---@field description string?
 ---@field required boolean
 ---@field default any           only when required is false
 ---@field enum any[]?           the allowed values, each of the type
 
-M.PARAM_TYPES = { string = true, number = true, integer = true, boolean = true }
--- §8 names a `file` type (with `mode` in/out): not yet, so a load error
--- that says so rather than an unknown-type one
-local LATER_TYPES = { file = "is not supported yet" }
+M.PARAM_TYPES = { string = true, number = true, integer = true, boolean = true, file = true }
+M.FILE_MODES = { ["in"] = "input", out = "output" }
 M.OUTPUTS = { text = true, json = true, file = true }
 M.RESERVED_OPS = { exec = true } -- `<pack>.exec` is the raw-args call (§4)
 local FIELDS = { args = true, params = true, confirm = true, bindings = true, description = true,
   stdin = true, output = true, read_only = true, extra_args = true, egress = true }
--- `mode` belongs to the `file` type (§8: "in" or "out"), which a later
--- version adds; today it is refused with the type
+-- `mode` belongs to the `file` type (§8: "in" or "out")
 local PARAM_FIELDS = { type = true, description = true, required = true, default = true, enum = true, mode = true }
 
 --- Whether `v` is a value of parameter type `ty` (numbers finite; an
@@ -40,10 +42,25 @@ local PARAM_FIELDS = { type = true, description = true, required = true, default
 ---@param ty string
 ---@return boolean
 function M.is_type(v, ty)
+  if ty == "file" then return type(v) == "string" end
   if ty == "string" or ty == "boolean" then return type(v) == ty end
   if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then return false end
   if ty == "integer" then return v == math.floor(v) and math.abs(v) <= 2 ^ 53 end
   return ty == "number"
+end
+
+--- Whether `v` is a path relative to out_dir that stays inside it, as a
+--- file parameter's value must be (the planner checks each call's again).
+---@param v string
+---@return boolean
+function M.relative_path(v)
+  if v == "" or v:sub(1, 1) == "/" then return false end
+  local depth = 0
+  for part in v:gmatch("[^/]+") do
+    if part == ".." then depth = depth - 1 elseif part ~= "." then depth = depth + 1 end
+    if depth < 0 then return false end
+  end
+  return depth > 0
 end
 
 --- "a string", "an integer": the type with its article, for messages.
@@ -72,16 +89,28 @@ local function in_enum(v, enum)
 end
 
 local function type_of(ty, r, f)
-  if LATER_TYPES[ty] then return r:bad(f, "type %s %s (a later version)", ty, LATER_TYPES[ty]) end
   if not M.PARAM_TYPES[ty] then
-    return r:bad(f, "type must be string, number, integer or boolean, got %s", tostring(ty))
+    return r:bad(f, "type must be string, number, integer, boolean or file, got %s", tostring(ty))
   end
   return ty
+end
+
+-- The mode of a file parameter: "in" or "out", required.
+local function file_mode(spec, r, f)
+  if spec.mode == nil then
+    return r:bad(f .. ".mode", "a parameter of type file needs a mode: \"in\" (a file it reads) or \"out\" (a file it writes)")
+  end
+  if not M.FILE_MODES[spec.mode] then return r:bad(f .. ".mode", "must be \"in\" or \"out\", got %s", tostring(spec.mode)) end
+  if spec.enum ~= nil then return r:bad(f .. ".enum", "a parameter of type file has no enum") end
+  return spec.mode
 end
 
 -- One parameter, in either form; nil (and a problem) when it is wrong.
 local function param(spec, r, f)
   if type(spec) == "string" then
+    if spec == "file" then
+      return r:bad(f, "type file needs a mode: write { \"type\": \"file\", \"mode\": \"in\" } (or \"out\")")
+    end
     local ty = type_of(spec, r, f)
     return ty and { type = ty, required = true }
   end
@@ -91,8 +120,13 @@ local function param(spec, r, f)
   r:fields(spec, f, PARAM_FIELDS)
   local ty = type_of(spec.type, r, f .. ".type")
   if not ty then return nil end
-  if spec.mode ~= nil then return r:bad(f .. ".mode", "only a parameter of type file has a mode") end
   local p = { type = ty, required = true }
+  if ty == "file" then
+    p.mode = file_mode(spec, r, f)
+    if not p.mode then return nil end
+  elseif spec.mode ~= nil then
+    return r:bad(f .. ".mode", "only a parameter of type file has a mode")
+  end
   if spec.description ~= nil and type(spec.description) ~= "string" then
     return r:bad(f .. ".description", "must be a string")
   end
@@ -104,7 +138,10 @@ local function param(spec, r, f)
   end
   if spec.default ~= nil then
     if spec.required == true then return r:bad(f .. ".default", "a required parameter has no default") end
-    if not M.is_type(spec.default, ty) then return r:bad(f .. ".default", "must be %s", M.a(ty)) end
+    if not M.is_type(spec.default, ty) then return r:bad(f .. ".default", "must be %s", M.a(ty == "file" and "string" or ty)) end
+    if ty == "file" and not M.relative_path(spec.default) then
+      return r:bad(f .. ".default", "must be a path relative to out_dir that stays inside it")
+    end
     if p.enum and not in_enum(spec.default, p.enum) then return r:bad(f .. ".default", "is not one of the enum values") end
     p.default = spec.default
   end
@@ -145,6 +182,20 @@ local function dangling_flag(args, i, spec_of)
   return nil
 end
 
+-- Where a file parameter may stand in an argument: alone, after a flag's
+-- "=" or a key's ("--out={f}", "if={f}"), or glued to a short flag
+-- ("-o{f}") — where a path begins, as the planner reads arguments — and
+-- with nothing after it (the file is the parameter's value, whole).
+local function file_place(a, fp, r, f)
+  local before, after = a:sub(1, fp[2] - 1), a:sub(fp[3])
+  if after ~= "" then
+    return r:bad(f, "text after the file parameter %s (%q): the file is the parameter's value, whole", fp[1], after)
+  end
+  if before == "" or before:match("^%-?%-?[%w_.][%w_.%-]*=$") or before:match("^%-%w$") then return end
+  r:bad(f, "the file parameter %s must stand alone, after \"--flag=\" or \"key=\", or glued to a short flag "
+    .. "(\"-o%s\"), not after %q", fp[1], fp[1], before)
+end
+
 -- The template: strings without NUL whose placeholders are declared.
 local function template(v, r, f, declared, spec_of)
   local out = {}
@@ -157,8 +208,18 @@ local function template(v, r, f, declared, spec_of)
     if type(a) ~= "string" or check.has_nul(a) then
       r:bad(f .. "[" .. i .. "]", "must be a string without NUL")
     else
-      for p in a:gmatch("{([%a_][%w_]*)}") do
+      local files = {}
+      for s0, p, e0 in a:gmatch("(){([%a_][%w_]*)}()") do
         if declared[p] == nil then r:bad(f .. "[" .. i .. "]", "placeholder {%s} is not a declared parameter", p) end
+        if spec_of[p] and spec_of[p].type == "file" then files[#files + 1] = { "{" .. p .. "}", s0, e0 } end
+      end
+      if #files > 1 then
+        local names = {}
+        for k, fp in ipairs(files) do names[k] = fp[1] end
+        r:bad(f .. "[" .. i .. "]", "holds two file parameters (%s): give each file its own argument",
+          table.concat(names, ", "))
+      elseif #files == 1 then
+        file_place(a, files[1], r, f .. "[" .. i .. "]")
       end
       out[i] = a
     end
