@@ -288,6 +288,7 @@ static struct hcp_pollable *drive_extras(lua_State *L, int keep, int *nex)
  * decide). */
 static int drive_procs(lua_State *L, int on_output)
 {
+    lua_settop(L, 3);   /* issue 14: extras at 3 (nil when not given) */
     luaL_checktype(L, 1, LUA_TTABLE);
     int64_t deadline = opt_deadline(L, 2);
     lua_Unsigned len = lua_rawlen(L, 1);

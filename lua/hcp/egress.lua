@@ -178,6 +178,7 @@ end
 ---@field deny hcp.EgressRule[]  the operator's deny list
 ---@field resolve table<string, string> names the operator pins to addresses
 ---@field who string             how refusals name the declarer (`pack "gh"`)
+---@field declared boolean       the pack declares hosts somewhere (its own, an op's, a binding's)
 
 --- What one call may reach. `opts` is the operator's configuration
 --- (hcp.options: network, egress, resolve); `names` the bindings the call
@@ -205,6 +206,8 @@ function M.for_call(pack, op, opts, names)
   for _, name in ipairs(names) do
     for _, rule in ipairs(pack.bindings[name] and pack.bindings[name].hosts or {}) do plan.rules[#plan.rules + 1] = rule end
   end
+  plan.declared = #(pack.wrap.egress or {}) > 0
+  for _, b in pairs(pack.bindings) do plan.declared = plan.declared or #(b.hosts or {}) > 0 end
   return plan
 end
 
@@ -215,12 +218,14 @@ function M.any(plan)
   return plan ~= nil and (plan.unrestricted or #plan.rules > 0)
 end
 
---- Whether a plan is served by a proxy: hosts declared, not the host's
---- whole network.
+--- Whether a call gets a proxy: its pack declares hosts (the call's own
+--- list may be empty — an op that uses no binding of a pack whose hosts are
+--- all its bindings' — and then every attempt is refused and recorded, so
+--- the agent learns why), and it is not the host's whole network.
 ---@param plan hcp.EgressPlan?
 ---@return boolean
 function M.proxied(plan)
-  return plan ~= nil and not plan.unrestricted and #plan.rules > 0
+  return plan ~= nil and not plan.unrestricted and (#plan.rules > 0 or plan.declared == true)
 end
 
 -- A path a glob can judge: no dot segment, no encoded dot, slash or
