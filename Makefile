@@ -25,6 +25,8 @@ BUILD     ?= build
 # procps (pgrep) and groff-base: the specs check for leftover processes and render the man pages.
 # lua-luv and lua-cqueues: the event loops the call-handle specs drive rt:pollfd() from (the
 # recipes docs/lua-api.md shows); both are built for Lua 5.4 by Debian.
+# curl openssl python3: the egress specs and bench (issue 14) drive curl and git through the proxy
+# against loopback HTTP/HTTPS servers (python3's http.server, a certificate made with openssl).
 # luarocks: the packaging spec builds the rockspec into a temporary tree, as a LuaRocks user would.
 # zsh: the completion spec loads the generated zsh completion (bash is there already).
 # nodejs (and npm, a package of its own unless the nodejs build bundles it): the official MCP
@@ -34,7 +36,7 @@ DEB_PKGS := lua5.4 liblua5.4-dev lua-cjson lua-busted lua-argparse lua-check \
             libreadline-dev gcc make pkg-config \
             jq sqlite3 bc libxml2-utils git qrencode bubblewrap \
             procps groff-base lua-luv lua-cqueues \
-            luarocks zsh nodejs
+            luarocks zsh nodejs curl openssl python3
 
 LUA_CFLAGS := $(shell pkg-config --cflags lua$(LUA_VER) 2>/dev/null || echo -I/usr/include/lua$(LUA_VER))
 ifdef LUA_INCDIR

@@ -24,8 +24,11 @@ do
   if rt then rt:close() else BWRAP_ERR = tostring(err) end
 end
 
--- A raw client for what curl will not send: the request comes on stdin,
+-- A raw client for what curl will not send. `raw`: the request on stdin
 -- goes to the proxy (127.0.0.1:3128) as it is, and the answer is printed.
+-- `raw many N`: the request on N connections at once, then how many were
+-- answered 200. `raw drop`: the request, one byte of the answer, and a
+-- close with the rest unread (a reset under the proxy's feet).
 local RAW_C = [[
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -35,17 +38,40 @@ local RAW_C = [[
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+static int dial(void) {
+  struct sockaddr_in a; memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET; a.sin_port = htons(3128); a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(s, (void *)&a, sizeof a) < 0) { perror("connect"); exit(1); }
+  return s;
+}
+static void put(int s, const char *b, size_t n) {
+  for (size_t off = 0; off < n;) { ssize_t r = write(s, b + off, n - off); if (r <= 0) exit(1); off += (size_t)r; }
+}
 int main(int argc, char **argv) {
   static char req[1 << 16], buf[1 << 16];
   size_t n = 0; ssize_t r;
   while ((r = read(0, req + n, sizeof req - n)) > 0) n += (size_t)r;
-  struct sockaddr_in a; memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET; a.sin_port = htons(argc > 1 ? atoi(argv[1]) : 3128);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  if (connect(s, (void *)&a, sizeof a) < 0) { perror("connect"); return 1; }
-  for (size_t off = 0; off < n; off += (size_t)r) if ((r = write(s, req + off, n - off)) <= 0) return 1;
+  if (argc > 2 && strcmp(argv[1], "many") == 0) {
+    int k = atoi(argv[2]), ok = 0, s[256];
+    for (int i = 0; i < k && i < 256; i++) { s[i] = dial(); put(s[i], req, n); }
+    for (int i = 0; i < k && i < 256; i++) {
+      struct pollfd p = { s[i], POLLIN, 0 };
+      size_t got = 0;
+      while (poll(&p, 1, 60000) > 0 && (r = read(s[i], buf + got, sizeof buf - got)) > 0) got += (size_t)r;
+      if (got > 12 && memcmp(buf, "HTTP/1.0 200", 12) == 0) ok++;
+      close(s[i]);
+    }
+    printf("%d\n", ok);
+    return 0;
+  }
+  int s = dial();
+  put(s, req, n);
   struct pollfd p = { s, POLLIN, 0 };
+  if (argc > 1 && strcmp(argv[1], "drop") == 0) {
+    if (poll(&p, 1, 10000) > 0 && read(s, buf, 1) == 1) printf("dropped\n");
+    return 0;
+  }
   while (poll(&p, 1, 10000) > 0 && (r = read(s, buf, sizeof buf)) > 0) fwrite(buf, 1, (size_t)r, stdout);
   return 0;
 }
@@ -103,7 +129,7 @@ end
 describe("egress through the call's proxy", function()
   setup(function()
     if MISSING or not NETNS then return end
-    W = F.start(S)
+    W = F.start(S, 4 << 20)
     H4, H6, S4, S6 = table.unpack(W.ports)
   end)
   teardown(function()
@@ -364,5 +390,104 @@ describe("egress through the call's proxy", function()
     assert.equal(2, #line.egress)
     assert.same({ true, "/index.html?..." }, { line.egress[1].allowed, line.egress[1].path })
     assert.same({ false, 'not declared by pack "au"' }, { line.egress[2].allowed, line.egress[2].reason })
+  end)
+
+  each_driver("a flood of connections past the per-call limit is served in turn; a reset mid-download harms nothing", function(driver)
+    local raw = assert(S.cc("egress_raw", RAW_C))
+    local rt = runtime(driver, { S.manifest("raw", raw, { wrap = { egress = { "api.test:" .. H4 }, timeout_ms = 60000 } }) })
+    local get = "GET http://api.test:" .. H4 .. "/index.html HTTP/1.1\r\n\r\n"
+    local res = rt:call({ pack = "raw", args = { "many", "48" }, stdin = get })
+    assert.equal("48\n", res.stdout, res.stderr)
+    assert.equal(48, res.egress[1].count)
+    local big = "GET http://api.test:" .. H4 .. "/big.bin HTTP/1.1\r\n\r\n"
+    for _ = 1, 3 do
+      res = rt:call({ pack = "raw", args = { "drop" }, stdin = big })
+      assert.equal("dropped\n", res.stdout, res.stderr)
+    end
+    -- the runtime is alive (no SIGPIPE), and the next call is served
+    assert.equal(F.CONTENT, rt:call({ pack = "raw", stdin = get }).stdout:match("\r\n\r\n(.*)$"))
+  end)
+
+  each_driver("each call's proxy and namespace are gone when it ends: no descriptor is left", function(driver)
+    local rt = runtime(driver, { curl_pack("fd", { wrap = { egress = { "api.test:" .. H4, "api.test:" .. S4 } } }) })
+    local args = { "-sS", "--cacert", "cert.pem", "http://api.test:" .. H4 .. "/index.html",
+      "https://api.test:" .. S4 .. "/big.bin", "-o", "/dev/null" }
+    assert.is_true(rt:call({ pack = "fd", args = args }).ok)
+    local before = #core.listdir("/proc/self/fd")
+    for _ = 1, 5 do
+      local res = rt:call({ pack = "fd", args = args })
+      assert.is_true(res.ok, res.stderr)
+      assert.is_true(entry(res, "api.test:" .. S4).bytes_in > 4 << 20)
+    end
+    assert.equal(before, #core.listdir("/proc/self/fd"))
+  end)
+
+  each_driver("an allowed host that does not answer is a 502, recorded as allowed with the error", function(driver)
+    local out = S.sh(core.resolve("python3", F.PATH) .. " -c 'import socket; s=socket.socket(); "
+      .. "s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])'")
+    local port = math.tointeger(tonumber(out:match("%d+")))
+    local rt = runtime(driver, { curl_pack("dead", { wrap = { egress = { "127.0.0.1:" .. port } } }) })
+    local res = rt:call({ pack = "dead", args = { "-sS", "http://127.0.0.1:" .. port .. "/" } })
+    assert.matches("^egress: cannot connect to 127.0.0.1:" .. port .. ": Connection refused\n", res.stdout)
+    local e = entry(res, "127.0.0.1:" .. port)
+    assert.same({ true, "cannot connect to 127.0.0.1:" .. port .. ": Connection refused" }, { e.allowed, e.error })
+  end)
+
+  each_driver("the proxy is not reachable from the host while a call runs", function(driver)
+    if S.read("/proc/net/tcp"):find(":0C38 00000000:0000 0A", 1, true) then
+      pending("something on this host listens on port 3128 already") return
+    end
+    local rt = runtime(driver, { S.manifest("slow", "sh", { wrap = { args = { "-c", "sleep 2; echo done" },
+      egress = { "api.test:" .. H4 } } }) })
+    local h = rt:start({ pack = "slow" })
+    local out = S.sh(q(core.resolve("curl", F.PATH)) .. " -sS --noproxy '*' --connect-timeout 2 http://127.0.0.1:"
+      .. core.EGRESS_PORT .. "/ 2>&1")
+    assert.matches("Failed to connect", out, 1, true)
+    assert.equal("done\n", h:wait().stdout)
+  end)
+end)
+
+describe("egress for a runtime that is not root (nobody)", function()
+  it("the proxy works, and refuses, under both drivers", function()
+    if MISSING then pending(MISSING) return end
+    if S.sh("id -u") ~= "0\n" then pending("runs as root, to become nobody") return end
+    if not S.sh("command -v runuser"):match("runuser") then pending("no runuser") return end
+    local w = F.start(S)
+    local dir = assert(core.mkdtemp("/var/tmp", "hcp-egress-"))
+    finally(function() w.stop() core.rmtree(dir) end)
+    assert(os.execute("chmod 755 " .. q(dir)))
+    local pack = S.pack(S.manifest("c", "curl", { wrap = { egress = { "api.test:" .. w.ports[1] } } }), dir)
+    assert(os.execute(string.format("chmod -R a+rX %s && chown -R nobody %s", q(dir), q(dir))))
+    assert(pack)
+    local script = S.write(dir .. "/run.lua", [=[
+      local hcp = require("hcp")
+      local dir, port = arg[1], arg[2]
+      for _, driver in ipairs({ "local", "bwrap" }) do
+        local rt, err = hcp.create({ pack_dirs = { dir }, driver = driver, state_dir = dir .. "/state",
+          resolve = { ["api.test"] = "127.0.0.1", ["evil.test"] = "127.0.0.1" } })
+        if not rt then print(driver .. "_skip=" .. tostring(err):gsub("%s", "_")) goto next end
+        local ok = rt:call({ pack = "c", args = { "-sS", "http://api.test:" .. port .. "/index.html" } })
+        local no = rt:call({ pack = "c", args = { "-sS", "http://evil.test:" .. port .. "/nobody-evil" } })
+        print(driver .. "_ok=" .. tostring(ok.stdout):gsub("%s", "_"))
+        print(driver .. "_no=" .. tostring(no.egress and no.egress[1] and no.egress[1].reason):gsub("%s", "_"))
+        rt:close()
+        ::next::
+      end
+    ]=])
+    local env = string.format("cd %s && LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='%s;;' ", q(S.REPO), S.CPATH)
+    local out, code = S.sh(env .. string.format("runuser -u nobody -w LUA_PATH,LUA_CPATH -- %s %s %s %d 2>&1",
+      q(S.LUA), q(script), q(dir), w.ports[1]))
+    assert.equal(0, code, out)
+    local r = {}
+    for k, v in out:gmatch("([%w_]+)=(%S+)") do r[k] = v end
+    for _, driver in ipairs({ "local", "bwrap" }) do
+      if not r[driver .. "_skip"] then
+        assert.equal(F.CONTENT:gsub("%s", "_"), r[driver .. "_ok"], driver .. ": " .. out)
+        assert.equal('not_declared_by_pack_"c"', r[driver .. "_no"], driver .. ": " .. out)
+      else
+        assert.equal("bwrap", driver, out)
+      end
+    end
+    assert.is_nil(F.requests(S, w):find("nobody-evil", 1, true))
   end)
 end)

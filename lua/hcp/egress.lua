@@ -359,7 +359,7 @@ function M.serve(engine, plan)
       engine:answer(r.id, nil, reason)
     elseif addr then
       local ok, why = M.address_ok(plan, rule, req, addr)
-      engine:answer(r.id, ok and addr or nil, why)
+      if ok then engine:answer(r.id, addr) else engine:answer(r.id, nil, why) end
     elseif not r.addrs then
       engine:resolve(r.id)
     else
@@ -368,7 +368,7 @@ function M.serve(engine, plan)
         local ok, w = M.address_ok(plan, rule, req, a)
         if ok then good[#good + 1] = a else why = why or w end
       end
-      engine:answer(r.id, #good > 0 and good or nil, why)
+      if #good > 0 then engine:answer(r.id, good) else engine:answer(r.id, nil, why) end
     end
   end
 end
