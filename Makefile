@@ -6,7 +6,7 @@
 #   make test       deps + build + the C path tests, luacheck, every spec (busted)
 #   make mcp-clients  the MCP clients the specs drive hcp mcp with, into build/mcp-clients
 #   make check      the same specs under ASan+UBSan
-#   make bench      per-call latency against a posix_spawn baseline
+#   make bench      per-call latency against a posix_spawn baseline; egress proxy throughput
 #   make install    PREFIX=/usr/local: commands, Lua modules, C module, man pages,
 #                   bash and zsh completion
 #   luarocks make   the library alone (modules + hcp.core) as a rock: hcp-lua-*.rockspec
@@ -157,6 +157,7 @@ bench: deps all
 	$(CC) -O2 -o $(BUILD)/bench_spawn_parallel bench/spawn_parallel.c
 	$(HCP_LUA) bench/exec_bench.lua $(BUILD)/bench_spawn
 	$(HCP_LUA) bench/inflight_bench.lua $(BUILD)/bench_spawn_parallel
+	$(HCP_LUA) bench/egress_bench.lua
 
 # LuaRocks (build.type = "make" in the rockspec): the library alone — every
 # Lua module and hcp.core, no readline — into the directories LuaRocks gives.
