@@ -237,4 +237,18 @@ describe("hcp.egress", function()
     assert.same({ egress.REPORT_MAX, true }, { #out, cut })
     assert.is_true(select(2, egress.report({}, 3)))
   end)
+
+  it("an MCP client's model is told which hosts were refused, and why; structuredContent has the list", function()
+    local mcp_result = require("hcp.mcp_result")
+    local json = require("hcp.json")
+    local res = { ok = false, exit = 56, error = "exit: status 56", stdout = "", stderr = "curl: (56) CONNECT tunnel failed",
+      egress = json.array({ { host = "api.test:443", allowed = true, bytes_in = 1, bytes_out = 1 },
+        { host = "evil.example:443", allowed = false, reason = 'not declared by pack "gh"' } }) }
+    local out = mcp_result.from_result(res)
+    local texts = {}
+    for _, c in ipairs(out.content) do texts[#texts + 1] = c.text end
+    assert.truthy(table.concat(texts, "\n"):find('egress refused: evil.example:443: not declared by pack "gh"', 1, true))
+    assert.is_nil(table.concat(texts, "\n"):find("api.test", 1, true))
+    assert.equal(2, #out.structuredContent.egress)
+  end)
 end)
