@@ -445,6 +445,59 @@ describe("egress through the call's proxy", function()
     assert.matches("Failed to connect", out, 1, true)
     assert.equal("done\n", h:wait().stdout)
   end)
+
+  each_driver("an event loop driving rt:pollfd() alone gets every decision and lookup made", function(driver)
+    local ok_uv = pcall(require, "luv")
+    if not ok_uv then pending("luv is not installed (Debian lua-luv)") return end
+    -- in a process of its own: luv loaded twice in one busted run (its
+    -- files are insulated) crashes in libuv, whatever the loop drives
+    local parent = S.tmpdir("epacks-")
+    local root = S.pack(curl_pack("ev", { wrap = { egress = { "api.test:" .. H4, "localhost:" .. H4 } } }), parent)
+    local script = S.write(parent .. "/loop.lua", [=[
+      local hcp, uv = require("hcp"), require("luv")
+      local dir, driver, port = arg[1], arg[2], arg[3]
+      local rt = assert(hcp.create({ pack_dirs = { dir }, driver = driver, resolve = { ["api.test"] = "127.0.0.1" } }))
+      local done, n = {}, 0
+      for i = 1, 4 do
+        rt:start({ pack = "ev", args = { "-sS", "http://api.test:" .. port .. "/index.html",
+          "http://localhost:" .. port .. "/x" } }, { on_exit = function(r) done[i], n = r, n + 1 end })
+      end
+      local poll, guard = uv.new_poll(rt:pollfd()), uv.new_timer()
+      guard:start(30000, 0, function() uv.stop() end)
+      poll:start("r", function()
+        rt:step(0)
+        if n == 4 then poll:stop() guard:stop() end
+      end)
+      uv.run()
+      for i = 1, 4 do io.write(done[i] and done[i].stdout or "(none)\n", "--\n") end
+    ]=])
+    assert(root)
+    local env = string.format("cd %s && LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='%s;;' ", q(S.REPO), S.CPATH)
+    local out, code = S.sh(env .. string.format("%s %s %s %s %d 2>&1", q(S.LUA), q(script), q(parent), driver, H4))
+    assert.equal(0, code, out)
+    local n = 0
+    for part in out:gmatch("(.-)%-%-\n") do
+      n = n + 1
+      assert.matches("^" .. F.CONTENT .. 'egress: "localhost" resolves to ', part)
+    end
+    assert.equal(4, n, out)
+  end)
+
+  it("isolation \"minimal\" and native-local still run a call that declares hosts behind its proxy", function()
+    if MISSING then pending(MISSING) return end
+    if not NETNS then pending("this host cannot make a network namespace") return end
+    local m = curl_pack("min", { wrap = { egress = { "api.test:" .. H4 } } })
+    for _, opts in ipairs({ { isolation = "minimal" }, { sandbox = false, native_local = true } }) do
+      local rt = runtime("local", { m }, opts)
+      local res = rt:call({ pack = "min", args = { "-sS", "http://api.test:" .. H4 .. "/index.html",
+        "http://evil.test:" .. H4 .. "/minimal-evil" } })
+      assert.equal(F.CONTENT .. 'egress: not declared by pack "min"\n', res.stdout, res.stderr)
+      local names = {}
+      for _, l in ipairs(res.isolation) do names[l] = true end
+      assert.is_true(names.netns and names.egress, rt.mode)
+    end
+    assert.is_false(seen("minimal%-evil"))
+  end)
 end)
 
 describe("egress for a runtime that is not root (nobody)", function()
