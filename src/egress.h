@@ -2,7 +2,10 @@
  * listens inside the child's network namespace and connects out from the
  * runtime's, asking the runtime (Lua, hcp.egress) for every decision.
  *
- *   egress.c        the engine: connections, relaying, the Lua methods
+ *   egress.c        the Lua methods (core.egress)
+ *   egress_engine.c the engine: listeners, connections and their states,
+ *                   timers, the log (egress_engine.h, private)
+ *   egress_relay.c  the bytes of a connected connection, and its close
  *   egress_http.c   the request head and chunked-body parsers (pure)
  *   egress_dns.c    asynchronous name lookups (getaddrinfo_a), polled
  *   egress_child.c  the fork child's part: loopback up, the listeners made

@@ -5,6 +5,7 @@
 
 #include "egress.h"
 
+#include <errno.h>
 #include <sys/socket.h>
 
 #define CONN_MAX 32          /* open connections per call; more wait in the backlog */
@@ -64,7 +65,17 @@ struct hcp_egress {
     int nlog, caplog, dropped;
 };
 
-/* egress_engine.c */
+/* A non-blocking call that found nothing to do (or was interrupted). */
+static inline int hcp_eng_again(void)
+{
+    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+}
+
+/* egress_engine.c: the connections' lifecycle, and what the relay uses */
+struct log_ent *hcp_eng_log_of(struct hcp_egress *e, const struct conn *c);
+void hcp_eng_fail(struct hcp_egress *e, struct conn *c, int status, const char *reason, int64_t now);
+void hcp_eng_closing(struct conn *c, int64_t now);
+void hcp_eng_conn_close(struct hcp_egress *e, struct conn *c);
 void hcp_eng_init(struct hcp_egress *e);
 void hcp_eng_close(struct hcp_egress *e);
 void hcp_eng_ready(void *self, const struct pollfd *pfd, int n);
@@ -81,5 +92,11 @@ void hcp_eng_resolve(struct hcp_egress *e, struct conn *c);
 void hcp_eng_kick(struct hcp_egress *e, struct conn *c);
 /* Takes the listeners into the set. */
 int hcp_eng_adopt(struct hcp_egress *e, const int *fds, int n);
+
+/* egress_relay.c */
+void hcp_relay_start(struct hcp_egress *e, struct conn *c);
+void hcp_relay_step(struct hcp_egress *e, struct conn *c, int64_t now);
+void hcp_relay_closing(struct hcp_egress *e, struct conn *c, int64_t now);
+int hcp_relay_down_empty(const struct dir *d);
 
 #endif
