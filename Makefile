@@ -6,7 +6,7 @@
 #   make test       deps + build + the C path tests, luacheck, every spec (busted)
 #   make mcp-clients  the MCP clients the specs drive hcp mcp with, into build/mcp-clients
 #   make check      the same specs under ASan+UBSan
-#   make bench      per-call latency against a posix_spawn baseline
+#   make bench      per-call latency against a posix_spawn baseline; egress proxy throughput
 #   make install    PREFIX=/usr/local: commands, Lua modules, C module, man pages,
 #                   bash and zsh completion, docs/ in PREFIX/share/doc/hcp-lua
 #   luarocks make   the library alone (modules + hcp.core) as a rock: hcp-lua-*.rockspec
@@ -27,6 +27,8 @@ DOCDIR    ?= $(PREFIX)/share/doc/hcp-lua
 # procps (pgrep) and groff-base: the specs check for leftover processes and render the man pages.
 # lua-luv and lua-cqueues: the event loops the call-handle specs drive rt:pollfd() from (the
 # recipes docs/lua-api.md shows); both are built for Lua 5.4 by Debian.
+# curl openssl python3: the egress specs and bench (issue 14) drive curl and git through the proxy
+# against loopback HTTP/HTTPS servers (python3's http.server, a certificate made with openssl).
 # luarocks: the packaging spec builds the rockspec into a temporary tree, as a LuaRocks user would.
 # zsh: the completion spec loads the generated zsh completion (bash is there already).
 # nodejs (and npm, a package of its own unless the nodejs build bundles it): the official MCP
@@ -36,7 +38,7 @@ DEB_PKGS := lua5.4 liblua5.4-dev lua-cjson lua-busted lua-argparse lua-check \
             libreadline-dev gcc make pkg-config \
             jq sqlite3 bc libxml2-utils git qrencode bubblewrap \
             procps groff-base lua-luv lua-cqueues \
-            luarocks zsh nodejs
+            luarocks zsh nodejs curl openssl python3
 
 LUA_CFLAGS := $(shell pkg-config --cflags lua$(LUA_VER) 2>/dev/null || echo -I/usr/include/lua$(LUA_VER))
 ifdef LUA_INCDIR
@@ -157,6 +159,7 @@ bench: deps all
 	$(CC) -O2 -o $(BUILD)/bench_spawn_parallel bench/spawn_parallel.c
 	$(HCP_LUA) bench/exec_bench.lua $(BUILD)/bench_spawn
 	$(HCP_LUA) bench/inflight_bench.lua $(BUILD)/bench_spawn_parallel
+	$(HCP_LUA) bench/egress_bench.lua
 
 # LuaRocks (build.type = "make" in the rockspec): the library alone — every
 # Lua module and hcp.core, no readline — into the directories LuaRocks gives.

@@ -24,12 +24,14 @@
 #include <linux/magic.h>
 
 #include "compat.h"
+#include "egress.h"
 
 static const struct { const char *name; unsigned bit; } layer_names[] = {
     { "landlock", ISO_LANDLOCK }, { "seccomp", ISO_SECCOMP },
     { "netns", ISO_NETNS }, { "pidns", ISO_PIDNS }, { "caps", ISO_CAPS },
     { "rlimits", ISO_RLIMITS }, { "cgroup", ISO_CGROUP }, { "rootfs", ISO_ROOTFS },
     { "ipcns", ISO_IPCNS }, { "run_as", ISO_RUN_AS }, { "stage", ISO_STAGE },
+    { "egress", ISO_EGRESS },
 };
 #define NLAYERS (sizeof layer_names / sizeof layer_names[0])
 
@@ -182,7 +184,7 @@ static void check_rlimits(lua_State *L, int t, struct hcp_isolation *iso)
 int hcp_iso_check(lua_State *L, int opts, struct hcp_isolation *iso)
 {
     memset(iso, 0, sizeof *iso);
-    iso->landlock_fd = iso->cgroup_fd = iso->cap_last = -1;
+    iso->landlock_fd = iso->cgroup_fd = iso->cap_last = iso->egress_fd = -1;
     int top = lua_gettop(L);
     int t = lua_getfield(L, opts, "isolation");
     if (t == LUA_TNIL)
@@ -210,6 +212,9 @@ int hcp_iso_check(lua_State *L, int opts, struct hcp_isolation *iso)
         } else if (bit == ISO_CGROUP) {
             if (check_path(L, v, "cgroup") < 0)
                 return -1;
+        } else if (bit == ISO_EGRESS) {   /* issue 14 */
+            if (!(iso->egress = hcp_egress_test(L, v)))
+                luaL_error(L, "spawn: isolation: egress must be an open core.egress() proxy");
         } else if (!lua_isboolean(L, v)) {
             luaL_error(L, "spawn: isolation: %s must be a boolean", lua_tostring(L, -2));
         } else if (!lua_toboolean(L, v)) {
@@ -218,6 +223,8 @@ int hcp_iso_check(lua_State *L, int opts, struct hcp_isolation *iso)
         iso->layers |= bit;
         lua_pop(L, 1);
     }
+    if ((iso->layers & ISO_EGRESS) && !(iso->layers & ISO_NETNS))
+        luaL_error(L, "spawn: isolation: egress needs netns (the proxy listens in the child's namespace)");
     lua_settop(L, top);
     return 0;
 }

@@ -15,6 +15,7 @@ enum {
     ISO_PIDNS = 1 << 3, ISO_CAPS = 1 << 4, ISO_RLIMITS = 1 << 5,
     ISO_CGROUP = 1 << 6, ISO_ROOTFS = 1 << 7, ISO_IPCNS = 1 << 8,
     ISO_RUN_AS = 1 << 9, ISO_STAGE = 1 << 10,
+    ISO_EGRESS = 1 << 11,   /* issue 14: the call's proxy listens in its netns */
 };
 
 #define HCP_NRLIMITS 5
@@ -68,6 +69,10 @@ struct hcp_isolation {
     gid_t run_gid;
     struct hcp_rootfs rootfs;
     struct hcp_stage stage;
+    /* issue 14: isolation.egress, the proxy (egress.h), and the child's end
+     * of the socketpair its listeners go back through */
+    struct hcp_egress *egress;
+    int egress_fd;
 };
 
 /* ---- parent side (isolation.c) ------------------------------------------ */

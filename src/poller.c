@@ -6,6 +6,7 @@
  * readiness that came before a descriptor was watched is not lost, and a
  * descriptor is dropped from the set by the kernel when the proc closes it. */
 #include "spawn.h"
+#include "egress.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -63,11 +64,18 @@ static int pl_fd(lua_State *L)
     return 1;
 }
 
-/* poller:watch(proc) -> true | nil, msg, errno: adds the proc's open
- * descriptors to the set. */
+/* poller:watch(proc | egress proxy) -> true | nil, msg, errno: adds the
+ * proc's open descriptors (or the proxy's epoll set) to the set. */
 static int pl_watch(lua_State *L)
 {
     poller_t *pl = checkpoller(L);
+    struct hcp_egress *e = hcp_egress_test(L, 2);   /* issue 14 */
+    if (e) {
+        if (watch_fd(pl->epfd, hcp_egress_fd(e), EPOLLIN) < 0)
+            return hcp_push_oserror(L, errno, "poller: epoll_ctl");
+        lua_pushboolean(L, 1);
+        return 1;
+    }
     proc_t *p = luaL_checkudata(L, 2, PROC_MT);
     const int fds[4] = { p->out[0].fd, p->out[1].fd, p->in_fd, p->pidfd };
     for (int i = 0; i < 4; i++)

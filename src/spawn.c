@@ -4,6 +4,7 @@
  * that can be prepared in the parent (the Landlock ruleset, the cgroup.procs
  * descriptor) are, so the child only applies them. */
 #include "spawn.h"
+#include "egress.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -280,6 +282,33 @@ static const char *open_stdio(proc_t *p, int with_stdin)
     return NULL;
 }
 
+/* issue 14: the socketpair the child sends its listeners back through. */
+static int egress_pair(proc_t *p, struct hcp_isolation *iso)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return -1;
+    p->tmp[T_EGRESS] = sv[0];
+    p->tmp[T_EGRESS_P] = sv[1];
+    iso->egress_fd = sv[0];
+    return 0;
+}
+
+/* After the exec: the listeners the child made, into the proxy. A child
+ * that ran without them must not run at all (it was promised a proxy). */
+static int egress_adopt(proc_t *p, const struct hcp_isolation *iso, pid_t pid)
+{
+    int fds[2];
+    int n = hcp_egress_receive(p->tmp[T_EGRESS_P], fds, 2);
+    if (n > 0 && hcp_egress_adopt(iso->egress, fds, n) == 0)   /* it owns them either way */
+        return 0;
+    int err = errno;
+    p->pid = pid;
+    p->state = S_RUNNING;   /* so the release kills and reaps it */
+    errno = err;
+    return -1;
+}
+
 static int l_spawn(lua_State *L)
 {
     size_t plen, blen = 0, clen, in_len = 0;
@@ -366,6 +395,12 @@ static int l_spawn(lua_State *L)
         lua_pushinteger(L, err);
         return 3;
     }
+    /* issue 14: the proxy's listeners come back from the child on this pair */
+    if ((iso.layers & ISO_EGRESS) && egress_pair(p, &iso) < 0) {
+        err = errno;
+        hcp_proc_release(p);
+        return hcp_push_oserror(L, err, "spawn: isolation: egress: socketpair");
+    }
     l.exe_fd = p->tmp[T_EXE];
     l.in_fd = p->tmp[T_IN];
     l.out_fd = p->tmp[T_OUT];
@@ -375,6 +410,11 @@ static int l_spawn(lua_State *L)
     p->t0 = hcp_now_ns();
     int arg;
     pid_t pid = hcp_launch(&l, &err, &step, &arg);
+    if (pid > 0 && (iso.layers & ISO_EGRESS) && egress_adopt(p, &iso, pid) < 0) {
+        err = errno;
+        hcp_proc_release(p);
+        return hcp_push_oserror(L, err, "spawn: isolation: egress: the child's listeners");
+    }
     for (int i = 0; i < NTMP; i++)
         hcp_closefd(&p->tmp[i]);
     if (pid < 0) {

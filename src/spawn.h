@@ -7,6 +7,7 @@
 
 #include "hcp_core.h"
 #include "isolation.h"
+#include "pollable.h"
 
 #include <stdint.h>
 #include <sys/types.h>
@@ -50,7 +51,7 @@ enum { S_CLOSED, S_RUNNING, S_DRAINING, S_DONE };
 enum { UV_STDIN = 1, UV_RESULT = 2, UV_POLLER = 3 };
 /* fds only needed until fork: the binary, the child's stdio ends, and the
  * isolation layers prepared in the parent (Landlock ruleset, cgroup.procs) */
-enum { T_EXE, T_IN, T_OUT, T_ERR, T_LANDLOCK, T_CGROUP, T_DATA,
+enum { T_EXE, T_IN, T_OUT, T_ERR, T_LANDLOCK, T_CGROUP, T_EGRESS, T_EGRESS_P, T_DATA,
        NTMP = T_DATA + HCP_DATA_FDS };
 
 /* One output stream of the child. `buf` is the capture (up to max_output,
@@ -98,9 +99,11 @@ void hcp_closefd(int *fd);
 void hcp_proc_release(proc_t *p);
 /* Drives n procs until `need` of them are done or `deadline` has passed
  * (after at least one poll pass), or — with `on_output` — after a pass in
- * which a streaming proc received output. Returns 0 or poll's errno. */
+ * which a streaming proc received output, or an extra (pollable.h) needs
+ * its caller. The nex extras are polled with the procs. Returns 0 or
+ * poll's errno. */
 int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
-                   int on_output);
+                   int on_output, const struct hcp_pollable *ex, int nex);
 /* Nanoseconds until the proc's next timer event (a timeout, the kill after
  * the grace, the end of draining, exit polling), or NEVER. */
 int64_t hcp_proc_next(const proc_t *p, int64_t now);

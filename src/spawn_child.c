@@ -4,6 +4,7 @@
  * A failing step reports {step, errno} through a close-on-exec pipe and
  * _exit(127)s; EOF on that pipe means the exec happened. */
 #include "spawn.h"
+#include "egress.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,14 +32,14 @@
 
 enum { ST_SIGNALS, ST_SETSID, ST_PDEATHSIG, ST_CGROUP, ST_STAGE, ST_USERNS,
        ST_NETNS, ST_IPCNS, ST_PIDNS, ST_ROOTFS, ST_DUP2, ST_CHDIR, ST_CLOSEFDS,
-       ST_RLIMITS, ST_RUN_AS, ST_CAPS, ST_NNP, ST_LANDLOCK, ST_SECCOMP, ST_EXEC };
+       ST_RLIMITS, ST_RUN_AS, ST_CAPS, ST_NNP, ST_LANDLOCK, ST_SECCOMP, ST_EGRESS, ST_EXEC };
 static const char *const step_names[] = {
     "signals", "setsid", "prctl(PDEATHSIG)", "isolation: cgroup",
     "isolation: stage", "isolation: userns", "isolation: netns",
     "isolation: ipcns", "isolation: pidns", "isolation: rootfs", "dup2",
     "chdir", "close fds", "isolation: rlimits", "isolation: run_as",
     "isolation: caps", "prctl(NO_NEW_PRIVS)", "isolation: landlock",
-    "isolation: seccomp", "execveat",
+    "isolation: seccomp", "isolation: egress", "execveat",
 };
 
 /* `arg`: which entry of the step failed (rootfs, stage), or -1 */
@@ -280,6 +281,9 @@ static _Noreturn void child(const struct hcp_launch *l, int pipefd, pid_t parent
         child_fail(pipefd, ST_USERNS);
     if ((want & ISO_NETNS) && hcp_iso_netns() < 0)
         child_fail(pipefd, ST_NETNS);
+    /* issue 14: the proxy's listeners, made in this namespace, to the runtime */
+    if ((want & ISO_EGRESS) && hcp_egress_listen(iso->egress_fd) < 0)
+        child_fail(pipefd, ST_EGRESS);
     if ((want & ISO_IPCNS) && hcp_iso_ipcns() < 0)
         child_fail(pipefd, ST_IPCNS);
     if (want & ISO_PIDNS) {

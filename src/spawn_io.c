@@ -318,14 +318,16 @@ static int *slot_fd(proc_t *p, int slot)
 struct ref { proc_t *p; int slot; };
 
 int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
-                   int on_output)
+                   int on_output, const struct hcp_pollable *ex, int nex)
 {
-    struct pollfd *pfd = lua_newuserdatauv(L, sizeof *pfd * 4 * (size_t)n, 0);
-    struct ref *refs = lua_newuserdatauv(L, sizeof *refs * 4 * (size_t)n, 0);
+    size_t slots = 4 * (size_t)n + HCP_POLLABLE_MAX_FDS * (size_t)nex + 1;
+    struct pollfd *pfd = lua_newuserdatauv(L, sizeof *pfd * slots, 0);
+    struct ref *refs = lua_newuserdatauv(L, sizeof *refs * slots, 0);
+    int *xn = lua_newuserdatauv(L, sizeof *xn * ((size_t)nex + 1), 0);   /* pollfds per extra */
     int polled = 0, err = 0;
     for (;;) {
         int64_t now = hcp_now_ns(), next = deadline;
-        int done = 0, nf = 0;
+        int done = 0, nf = 0, wanted = 0;
         for (int i = 0; i < n; i++) {
             proc_step(ps[i], now);
             if (ps[i]->state == S_DONE || ps[i]->state == S_CLOSED)
@@ -333,7 +335,14 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
             else if (hcp_proc_next(ps[i], now) < next)
                 next = hcp_proc_next(ps[i], now);
         }
-        if (done >= need || (polled && now >= deadline))
+        /* issue 14: an extra that needs its caller ends the drive after a pass */
+        for (int i = 0; i < nex; i++) {
+            int64_t t = ex[i].next(ex[i].self, now);
+            wanted |= t <= now;
+            if (t < next)
+                next = t;
+        }
+        if (done >= need || (polled && (now >= deadline || wanted)))
             break;
         if (on_output && polled) {
             int any = 0;
@@ -353,6 +362,11 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
                 refs[nf].p = ps[i];
                 refs[nf++].slot = s;
             }
+        int np = nf;   /* the procs' pollfds first, then each extra's */
+        for (int i = 0; i < nex; i++) {
+            xn[i] = ex[i].fill(ex[i].self, pfd + nf, HCP_POLLABLE_MAX_FDS);
+            nf += xn[i];
+        }
         int64_t wait_ms = next == NEVER ? -1 : next <= now ? 0 : (next - now + MS - 1) / MS;
         int r = poll(pfd, (nfds_t)nf, wait_ms > INT_MAX ? INT_MAX : (int)wait_ms);
         /* A signal with a handler (Ctrl-C in the REPL) returns to Lua, whose
@@ -362,7 +376,9 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
             break;
         }
         polled = 1;
-        for (int k = 0; k < nf && r > 0; k++) {
+        for (int i = 0, at = np; i < nex; at += xn[i++])
+            ex[i].ready(ex[i].self, pfd + at, xn[i]);
+        for (int k = 0; k < np && r > 0; k++) {
             proc_t *p = refs[k].p;
             /* skip an fd a previous event of this pass closed */
             if (!pfd[k].revents || *slot_fd(p, refs[k].slot) != pfd[k].fd)
@@ -376,6 +392,6 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
                 read_stream(p, &p->out[refs[k].slot]);
         }
     }
-    lua_pop(L, 2);   /* the scratch arrays */
+    lua_pop(L, 3);   /* the scratch arrays */
     return err;
 }

@@ -1,6 +1,7 @@
 /* spawn_proc.c — the proc handle that core.spawn returns (pid, wait, kill,
  * done, __gc/__close), its result table, core.wait_any and core.signame. */
 #include "spawn.h"
+#include "egress.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -123,7 +124,7 @@ static int p_wait(lua_State *L)
     int64_t deadline = opt_deadline(L, 2);
     check_open(L, p);
     if (p->state == S_RUNNING || p->state == S_DRAINING) {
-        int err = hcp_proc_drive(L, &p, 1, 1, deadline, 0);
+        int err = hcp_proc_drive(L, &p, 1, 1, deadline, 0, NULL, 0);
         if (err == EINTR) {
             luaL_pushfail(L);
             lua_pushliteral(L, "interrupted");
@@ -146,7 +147,7 @@ static int p_done(lua_State *L)
 {
     proc_t *p = checkproc(L, 1);
     if (p->state == S_RUNNING || p->state == S_DRAINING) {
-        int err = hcp_proc_drive(L, &p, 1, 1, hcp_now_ns(), 0);   /* one non-blocking pass */
+        int err = hcp_proc_drive(L, &p, 1, 1, hcp_now_ns(), 0, NULL, 0);   /* one non-blocking pass */
         if (err)
             return hcp_push_oserror(L, err, "spawn: poll");
     }
@@ -256,11 +257,38 @@ static int p_gc(lua_State *L)
     return 0;
 }
 
+/* issue 14: core.drive's third argument, the extras polled with the procs
+ * (for now the calls' egress proxies, core.egress()), kept alive in `keep`. */
+static struct hcp_pollable *drive_extras(lua_State *L, int keep, int *nex)
+{
+    *nex = 0;
+    if (lua_isnoneornil(L, 3))
+        return NULL;
+    luaL_checktype(L, 3, LUA_TTABLE);
+    lua_Unsigned len = lua_rawlen(L, 3);
+    luaL_argcheck(L, len <= 4096, 3, "too many extras");
+    struct hcp_pollable *ex = lua_newuserdatauv(L, sizeof *ex * (len ? (size_t)len : 1), 0);
+    lua_rawseti(L, keep, -1);
+    for (lua_Unsigned i = 1; i <= len; i++) {
+        lua_rawgeti(L, 3, (lua_Integer)i);
+        struct hcp_egress *e = hcp_egress_test(L, -1);
+        if (!e)
+            luaL_error(L, "drive: extras[%d] is not an open egress proxy", (int)i);
+        hcp_egress_pollable(e, &ex[i - 1]);
+        lua_rawseti(L, keep, -(lua_Integer)i - 1);
+    }
+    *nex = (int)len;
+    return ex;
+}
+
 /* core.wait_any(procs, timeout_ms) -> array of the finished procs;
- * core.drive(procs, timeout_ms) the same, but it also returns (after one
- * pass) when a streaming proc received output, for proc:take(). */
+ * core.drive(procs, timeout_ms[, extras]) the same, but it also returns
+ * (after one pass) when a streaming proc received output, for proc:take(),
+ * or when an extra needs its caller (an egress proxy with a request to
+ * decide). */
 static int drive_procs(lua_State *L, int on_output)
 {
+    lua_settop(L, 3);   /* issue 14: extras at 3 (nil when not given) */
     luaL_checktype(L, 1, LUA_TTABLE);
     int64_t deadline = opt_deadline(L, 2);
     lua_Unsigned len = lua_rawlen(L, 1);
@@ -278,8 +306,10 @@ static int drive_procs(lua_State *L, int on_output)
             return luaL_error(L, "wait_any: procs[%d] is closed", i + 1);
         lua_rawseti(L, keep, i + 1);
     }
+    int nex = 0;
+    struct hcp_pollable *ex = on_output ? drive_extras(L, keep, &nex) : NULL;
     if (n > 0) {
-        int err = hcp_proc_drive(L, ps, n, 1, deadline, on_output);
+        int err = hcp_proc_drive(L, ps, n, 1, deadline, on_output, ex, nex);
         if (err && err != EINTR)   /* interrupted: report what has finished */
             return hcp_push_oserror(L, err, "spawn: poll");
     }

@@ -391,6 +391,10 @@ function Call:environment()
     if not tmp then return nil, 126, "workspace: " .. tostring(err) end
     extra.TMPDIR = tmp
   end
+  -- issue 14: a call with declared hosts reaches them through its proxy
+  if egress.proxied(self.egress) then
+    for k, v in pairs(egress.proxy_env(core.EGRESS_PORT)) do extra[k] = v end
+  end
   local agent_env = self.pack and self.pack.wrap.agent_env or {}
   self.child_env = sandbox.child_env(self.env.mode, self.env.search_path, agent_env, self.minted, extra)
   return true
@@ -414,6 +418,7 @@ function Call:isolate()
   local extra = env.driver:layers(ctx)
   table.move(extra, 1, #extra, #names + 1, names)
   self.iso_spec, self.layer_names = next(spec) and spec or nil, names
+  self.proxy = spec.egress -- issue 14: its decisions are the loop's to make (hcp.egress.serve)
   return true
 end
 
@@ -481,6 +486,11 @@ function Call:finish(r)
   if left and #left > 0 then res.left_in_jail = json.array(left) end
   if self.ctx.left_truncated then res.left_in_jail_truncated = true end
   res.hint = hint.for_run(self.plan_, self.sent, r.stderr)
+  -- issue 14: every host:port the call's proxy was asked for
+  if self.proxy then
+    local list, cut = egress.report(self.proxy:log())
+    res.egress, res.egress_truncated = json.array(list), cut or nil
+  end
   self.result, self.state = res, "done"
   self:cleanup()
   if self.env.audit then self.env.audit:record(self.req, res) end

@@ -178,6 +178,7 @@ end
 ---@field deny hcp.EgressRule[]  the operator's deny list
 ---@field resolve table<string, string> names the operator pins to addresses
 ---@field who string             how refusals name the declarer (`pack "gh"`)
+---@field declared boolean       the pack declares hosts somewhere (its own, an op's, a binding's)
 
 --- What one call may reach. `opts` is the operator's configuration
 --- (hcp.options: network, egress, resolve); `names` the bindings the call
@@ -205,6 +206,8 @@ function M.for_call(pack, op, opts, names)
   for _, name in ipairs(names) do
     for _, rule in ipairs(pack.bindings[name] and pack.bindings[name].hosts or {}) do plan.rules[#plan.rules + 1] = rule end
   end
+  plan.declared = #(pack.wrap.egress or {}) > 0
+  for _, b in pairs(pack.bindings) do plan.declared = plan.declared or #(b.hosts or {}) > 0 end
   return plan
 end
 
@@ -215,14 +218,48 @@ function M.any(plan)
   return plan ~= nil and (plan.unrestricted or #plan.rules > 0)
 end
 
+--- Whether a call gets a proxy: its pack declares hosts (the call's own
+--- list may be empty — an op that uses no binding of a pack whose hosts are
+--- all its bindings' — and then every attempt is refused and recorded, so
+--- the agent learns why), and it is not the host's whole network.
+---@param plan hcp.EgressPlan?
+---@return boolean
+function M.proxied(plan)
+  return plan ~= nil and not plan.unrestricted and (#plan.rules > 0 or plan.declared == true)
+end
+
+-- A path a glob can judge: no dot segment, no encoded dot, slash or
+-- backslash, no backslash — a server would read those as another path.
+local function plain_path(path)
+  local p = (path or "/"):match("^[^?]*")
+  return not (p:find("/%.%.?/") or p:find("/%.%.?$") or p:find("%%2[eEfF]") or p:find("%%5[cC]")
+    or p:find("\\", 1, true))
+end
+
+-- Whether some rule with a path speaks of this host and port: then the
+-- path must be one a glob can judge.
+local function path_matters(plan, req)
+  for _, list in ipairs({ plan.deny or {}, plan.allow or {}, plan.rules }) do
+    for _, r in ipairs(list) do
+      if r.path and r.port == req.port and host_matches(r, req.host) then return true end
+    end
+  end
+  return false
+end
+
 --- The decision on one request, before any address is looked up: allowed
 --- (with the rule that allows it) or refused with the reason a model can
 --- be told. Deny wins; the operator's allow narrows; the call's rules
---- decide.
+--- decide. Where a rule has a path, a request path with dot segments or
+--- encoded separators is refused (the server would read another path).
 ---@param plan hcp.EgressPlan
 ---@param req hcp.EgressRequest
 ---@return hcp.EgressRule? rule, string? reason
 function M.decide(plan, req)
+  if req.method and not plain_path(req.path) and path_matters(plan, req) then
+    return nil, string.format("the path %q has dot segments or encoded separators, which a path rule cannot judge",
+      (req.path or ""):match("^[^?]*"))
+  end
   local denied = first(plan.deny, req)
   if denied then return nil, string.format("denied by the operator (egress.deny %q)", denied.text) end
   if plan.allow and not first(plan.allow, req) then return nil, "not in the operator's egress.allow" end
@@ -292,6 +329,90 @@ function M.address_ok(plan, rule, req, addr)
       .. "may reach", req.host, addr)
   end
   return true
+end
+
+--- The address a request goes to without a lookup: the operator's pin
+--- (`resolve`), or the IP literal the request names; nil for a name.
+---@param plan hcp.EgressPlan
+---@param host string as the client named it (an IPv6 literal in brackets)
+---@return string? addr
+function M.pinned(plan, host)
+  if plan.resolve[host] then return plan.resolve[host] end
+  if ipv4(host) then return host end
+  if ipv6(host) then return host:sub(2, -2) end
+  return nil
+end
+
+--- Answer what a call's proxy asks (core.egress): each request waiting is
+--- decided here, by `decide` and `address_ok` — the one place the rules
+--- live. A name neither pinned nor literal is looked up by the runtime
+--- (eng:resolve) and comes back with its addresses; only the addresses it
+--- may reach are given to the connect, in the resolver's order.
+---@param engine userdata core.egress()
+---@param plan hcp.EgressPlan
+function M.serve(engine, plan)
+  for _, r in ipairs(engine:pending()) do
+    local req = { host = r.host, port = r.port, method = r.method, path = r.path }
+    local rule, reason = M.decide(plan, req)
+    local addr = rule and not r.addrs and M.pinned(plan, req.host)
+    if not rule then
+      engine:answer(r.id, nil, reason)
+    elseif addr then
+      local ok, why = M.address_ok(plan, rule, req, addr)
+      if ok then engine:answer(r.id, addr) else engine:answer(r.id, nil, why) end
+    elseif not r.addrs then
+      engine:resolve(r.id)
+    else
+      local good, why = {}, nil
+      for _, a in ipairs(r.addrs) do
+        local ok, w = M.address_ok(plan, rule, req, a)
+        if ok then good[#good + 1] = a else why = why or w end
+      end
+      if #good > 0 then engine:answer(r.id, good) else engine:answer(r.id, nil, why) end
+    end
+  end
+end
+
+--- The environment that points a child at its proxy: the variables curl,
+--- git, Python, Go and most HTTP clients read, with nothing exempt.
+---@param port integer core.EGRESS_PORT
+---@return table<string, string>
+function M.proxy_env(port)
+  local url = "http://127.0.0.1:" .. math.tointeger(port)
+  return { HTTP_PROXY = url, HTTPS_PROXY = url, http_proxy = url, https_proxy = url, ALL_PROXY = url,
+    all_proxy = url, NO_PROXY = "", no_proxy = "" }
+end
+
+-- Attempts in a result: identical ones are merged (count, bytes summed).
+M.REPORT_MAX = 256
+
+--- A result's `egress`: the proxy's log of attempts, the same host, verdict,
+--- method, path, reason and error merged into one entry with `count`; at
+--- most REPORT_MAX entries (`truncated` then, or when the proxy kept fewer
+--- than it saw).
+---@param log table[] eng:log()
+---@param dropped integer attempts the proxy did not keep
+---@return table[] entries, boolean truncated
+function M.report(log, dropped)
+  local out, seen, truncated = {}, {}, dropped > 0
+  for _, e in ipairs(log) do
+    local key = table.concat({ e.host, tostring(e.allowed), e.method or "", e.path or "", e.reason or "",
+      e.error or "" }, "\0")
+    local have = seen[key]
+    if have then
+      have.count = (have.count or 1) + 1
+      if e.allowed then
+        have.bytes_in, have.bytes_out = have.bytes_in + e.bytes_in, have.bytes_out + e.bytes_out
+      end
+    elseif #out < M.REPORT_MAX then
+      local entry = { host = e.host, allowed = e.allowed, reason = e.reason, error = e.error,
+        bytes_in = e.bytes_in, bytes_out = e.bytes_out, method = e.method, path = e.path }
+      out[#out + 1], seen[key] = entry, entry
+    else
+      truncated = true
+    end
+  end
+  return out, truncated
 end
 
 --- The operator's options: `network` ("unrestricted" lets wrap.network

@@ -16,6 +16,7 @@ local M = {}
 
 local core = require("hcp.core")
 local view = require("hcp.view")
+local egress = require("hcp.egress")
 
 M.LAYERS = { "rootfs", "landlock", "scopes", "seccomp", "netns", "ipcns", "pidns", "caps", "run_as", "limits" }
 local KNOWN = {}
@@ -376,7 +377,9 @@ local function add_landlock(spec, applied, layers, call)
     for _, d in ipairs(M.DEVICES) do write[#write + 1] = d end
     ll.read, ll.write = read, write
     applied[#applied + 1] = "landlock"
-    if not call.network and probe.tcp then
+    -- a call with a proxy connects to it; inside its own namespace there
+    -- is nothing else to connect to (add_egress)
+    if not call.network and not egress.proxied(call.egress) and probe.tcp then
       ll.tcp = true
       applied[#applied + 1] = "landlock_tcp"
     end
@@ -390,6 +393,26 @@ end
 
 -- The jail, the private directory and what the runtime put there become
 -- the run_as uid's (never the pack root).
+-- issue 14: a call that declares hosts gets its own proxy (core.egress),
+-- listening inside a network namespace of its own, whatever the layer
+-- option says: without it the call would have the host's whole network.
+-- A host that cannot make the namespace refuses the call. Under bwrap the
+-- namespace is ours, and bubblewrap shares it (--share-net).
+local function add_egress(spec, applied, call)
+  if not egress.proxied(call.egress) then return true end
+  local ok, why = availability("netns", M.probe())
+  if not ok then
+    return nil, string.format("sandbox: %s declares the hosts it reaches, and their proxy needs a network namespace, "
+      .. "which this host cannot make (%s)", call.egress.who, why)
+  end
+  local eng, err = core.egress()
+  if not eng then return nil, "sandbox: egress: " .. tostring(err) end
+  if not spec.netns and call.driver ~= "bwrap" then applied[#applied + 1] = "netns" end
+  spec.netns, spec.egress = true, eng
+  applied[#applied + 1] = "egress"
+  return true
+end
+
 local function hand_over(call, run_as)
   for _, dir in ipairs({ call.jail ~= call.pack_root and call.jail or false, call.scratch or false }) do
     if dir then
@@ -411,6 +434,7 @@ end
 ---@field run_as { uid: integer, gid: integer }?
 ---@field sockets string[]?
 ---@field driver string?  "local" (default) or "bwrap"
+---@field egress hcp.EgressPlan? what the call may reach (hcp.egress.for_call)
 
 --- The isolation table for one core.spawn, the layer names applied, the
 --- cleanup, and the child's view (hcp.view) — or nil and a refusal.
@@ -448,8 +472,14 @@ function M.for_call(layers, call)
     applied[#applied + 1] = "run_as"
     if bwrap then spec.stage, v.source = view.staged(v, M.SYSTEM_READ) end
   end
-  local cleanup = layers.limits and add_limits(spec, applied, call)
-  return spec, applied, cleanup or function() end, v
+  local ok, err = add_egress(spec, applied, call)
+  if not ok then return nil, err end
+  local cleanup = layers.limits and add_limits(spec, applied, call) or function() end
+  if spec.egress then
+    local limits_undo = cleanup
+    cleanup = function() spec.egress:close(); limits_undo() end
+  end
+  return spec, applied, cleanup, v
 end
 
 return M

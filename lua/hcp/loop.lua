@@ -12,6 +12,7 @@
 local M = {}
 
 local core = require("hcp.core")
+local egress = require("hcp.egress")
 
 local RETRY_MS = 10 -- a workspace held by another process is tried again this often
 
@@ -53,7 +54,7 @@ function Loop:promote()
       end
     elseif st == "running" then
       self.running[#self.running + 1] = c
-      if self.poller then self.poller:watch(c.proc) end
+      if self.poller then self:watch(c) end
     else
       self.notify[#self.notify + 1] = c
     end
@@ -142,11 +143,15 @@ function Loop:step(timeout_s)
   local first = nil
   self:promote()
   local ms = #self.notify > 0 and 0 or wait_ms(self, timeout_s)
-  local procs = {}
-  for i, c in ipairs(self.running) do procs[i] = c.proc end
+  local procs, proxies = {}, {}
+  for i, c in ipairs(self.running) do
+    procs[i] = c.proc
+    if c.proxy then proxies[#proxies + 1] = c.proxy end
+  end
   local done = {}
   if #procs > 0 then
-    done = core.drive(procs, ms)
+    done = core.drive(procs, ms, proxies)
+    self:serve_egress()
   elseif #self.queued > 0 and ms and ms > 0 then
     self:sleep(ms)
   end
@@ -157,6 +162,20 @@ function Loop:step(timeout_s)
   self:rearm()
   if first or ferr then error(first or ferr, 0) end
   return n
+end
+
+-- issue 14: what the running calls' proxies ask is decided here, by each
+-- call's own plan (hcp.egress.serve).
+function Loop:serve_egress()
+  for _, c in ipairs(self.running) do
+    if c.proxy and c.state == "running" then egress.serve(c.proxy, c.egress) end
+  end
+end
+
+-- Watch a running call's descriptors (its proc's, its proxy's).
+function Loop:watch(c)
+  self.poller:watch(c.proc)
+  if c.proxy then self.poller:watch(c.proxy) end
 end
 
 -- Nothing running, calls queued: wait for the retry without spinning.
@@ -175,7 +194,7 @@ function Loop:get_poller()
   if self.poller == nil then
     self.poller = core.poller() or false
     if self.poller then
-      for _, c in ipairs(self.running) do self.poller:watch(c.proc) end
+      for _, c in ipairs(self.running) do self:watch(c) end
     end
   end
   return self.poller or nil
@@ -199,6 +218,8 @@ function Loop:rearm()
   local soonest
   for _, c in ipairs(self.running) do
     local t = c.proc:next_ms()
+    if t and (not soonest or t < soonest) then soonest = t end
+    t = c.proxy and c.proxy:next_ms()
     if t and (not soonest or t < soonest) then soonest = t end
   end
   if #self.queued > 0 and (not soonest or soonest > RETRY_MS) then soonest = RETRY_MS end

@@ -45,7 +45,19 @@ local function cut(s, max)
 end
 
 local FIELDS = { "ok", "exit", "error", "signal", "files", "sandbox", "isolation", "timed_out", "truncated", "ms",
-  "files_truncated", "left_in_jail", "left_in_jail_truncated", "hint" }
+  "files_truncated", "left_in_jail", "left_in_jail_truncated", "hint", "egress", "egress_truncated" }
+
+-- issue 14: the hosts the proxy refused, one line each, for the model (the
+-- child's own output rarely says why: curl only sees a 403)
+local function egress_refusals(res, content)
+  local lines = {}
+  for _, e in ipairs(type(res.egress) == "table" and res.egress or {}) do
+    if e.allowed == false and #lines < 16 then
+      lines[#lines + 1] = string.format("egress refused: %s: %s", tostring(e.host), tostring(e.reason))
+    end
+  end
+  if #lines > 0 then content[#content + 1] = { type = "text", text = table.concat(lines, "\n") } end
+end
 
 local function binary(name, data, sc, content, lim)
   local mime = M.image_type(data)
@@ -115,7 +127,7 @@ function M.from_result(res, note, limits)
     local v = res[k]
     if v ~= nil and v ~= json.null then sc[k] = v end
   end
-  for _, k in ipairs({ "files", "isolation", "left_in_jail" }) do
+  for _, k in ipairs({ "files", "isolation", "left_in_jail", "egress" }) do
     if type(sc[k]) == "table" then sc[k] = json.array(table.move(sc[k], 1, #sc[k], 1, {})) end
   end
   if not res.ok then
@@ -124,6 +136,7 @@ function M.from_result(res, note, limits)
     if type(sc.error) == "string" then sc.error = cut(sc.error, lim.text) end
     if note then content[#content + 1] = { type = "text", text = note } end
   end
+  egress_refusals(res, content)
   stream("stdout", res.stdout, sc, content, not res.ok and "stdout:\n" or nil, lim)
   stream("stderr", res.stderr, sc, content, "stderr:\n", lim)
   files(res, content, lim)

@@ -145,4 +145,110 @@ describe("hcp.egress", function()
       "/p/hcp.json", "/p")
     assert.equal("wrap.egress", problems[1].field)
   end)
+
+  -- issue 14: what the proxy asks, answered here (a fake engine records the answers)
+  local function fake(pending)
+    local e = { answers = {} }
+    function e.pending() return pending end
+    function e:answer(id, addrs, why) self.answers[id] = { addrs = addrs, why = why } end
+    function e:resolve(id) self.answers[id] = "resolve" end
+    return e
+  end
+
+  it("serve: refuses by decide, connects pinned names and literals, looks names up, keeps only allowed addresses", function()
+    local plan = { rules = rules({ "api.test:443", "pin.test:80", "[::1]:8080", "GET web.test:80/ok/*" }), deny = {},
+      resolve = { ["pin.test"] = "127.0.0.1" }, who = 'pack "p"' }
+    local e = fake({ { id = 1, host = "evil.test", port = 443 }, { id = 2, host = "pin.test", port = 80, method = "GET",
+      path = "/" }, { id = 3, host = "[::1]", port = 8080 }, { id = 4, host = "api.test", port = 443 },
+      { id = 5, host = "api.test", port = 443, addrs = { "10.0.0.1", "93.184.216.34", "::1", "2001:db8::1" } },
+      { id = 6, host = "api.test", port = 443, addrs = { "127.0.0.1" } },
+      { id = 7, host = "web.test", port = 80, method = "GET", path = "/ok/../admin" } })
+    egress.serve(e, plan)
+    assert.same({ why = 'not declared by pack "p"' }, e.answers[1])
+    assert.same({ addrs = "127.0.0.1" }, e.answers[2])
+    assert.same({ addrs = "::1" }, e.answers[3])
+    assert.equal("resolve", e.answers[4])
+    assert.same({ addrs = { "93.184.216.34", "2001:db8::1" } }, e.answers[5]) -- a rebinding answer loses its private half
+    assert.matches("resolves to 127.0.0.1, a private or loopback address", e.answers[6].why, 1, true)
+    assert.matches("dot segments or encoded separators", e.answers[7].why, 1, true)
+  end)
+
+  it("decide: a path only matters where a rule (the operator's too) has one for that host and port", function()
+    local plan = { rules = rules({ "api.test:80" }), deny = rules({ "GET api.test:80/admin/*" }), resolve = {}, who = "x" }
+    assert.truthy(egress.decide(plan, GET("api.test", 80, "/projects/group%2Fname")) == nil)
+    plan.deny = rules({ "GET other.test:80/admin/*" })
+    assert.truthy(egress.decide(plan, GET("api.test", 80, "/projects/group%2Fname")))
+    for _, p in ipairs({ "/a/../admin/x", "/a/./b", "/a/..", "/%2e%2E/admin", "/a%2fb", "/a%5Cb", "/a\\b" }) do
+      plan.deny = rules({ "GET api.test:80/admin/*" })
+      assert.is_nil(egress.decide(plan, GET("api.test", 80, p)), p)
+    end
+    assert.truthy(egress.decide(plan, GET("api.test", 80, "/ok?q=/../x"))) -- the query is not the path
+    assert.is_nil(egress.decide(plan, GET("api.test.", 80, "/"))) -- a trailing dot is another name
+  end)
+
+  it("pinned: the operator's pins and IP literals need no lookup; names do", function()
+    local plan = { resolve = { ["api.test"] = "::1" } }
+    assert.same({ "::1", "10.1.2.3", "fe80::1" }, { egress.pinned(plan, "api.test"), egress.pinned(plan, "10.1.2.3"),
+      egress.pinned(plan, "[fe80::1]") })
+    assert.is_nil(egress.pinned(plan, "other.test"))
+    assert.is_nil(egress.pinned(plan, "127.1")) -- not a literal: looked up, then judged as a name's answer
+  end)
+
+  it("a call gets a proxy when its pack declares hosts anywhere, even if its own list is empty", function()
+    local doc = { hcp = 1, name = "b", wrap = { bin = "true" },
+      bindings = { tok = { family = "http", env = "T", hosts = { "a.test:443" } }, bare = { family = "http", env = "B" } },
+      ops = { none = { args = {} } } }
+    local pack = assert(manifest.validate(doc, "/p/hcp.json", "/p"))
+    local cfg = assert(egress.options({}))
+    local plan = assert(egress.for_call(pack, pack.ops.none, cfg, {}))
+    assert.same({ 0, true, true }, { #plan.rules, plan.declared, egress.proxied(plan) })
+    doc.bindings.tok = nil
+    pack = assert(manifest.validate(doc, "/p/hcp.json", "/p"))
+    assert.is_false(egress.proxied(egress.for_call(pack, nil, cfg, { "bare" })))
+    assert.is_false(egress.proxied(nil))
+    assert.is_false(egress.proxied({ unrestricted = true, rules = {}, declared = true }))
+  end)
+
+  it("proxy_env points every common client at the proxy and exempts nothing", function()
+    local env = egress.proxy_env(3128)
+    for _, k in ipairs({ "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy" }) do
+      assert.equal("http://127.0.0.1:3128", env[k], k)
+    end
+    assert.same({ "", "" }, { env.NO_PROXY, env.no_proxy })
+  end)
+
+  it("report merges identical attempts (count, bytes summed) and caps the list", function()
+    local log = {
+      { host = "a.test:80", allowed = true, method = "GET", path = "/", bytes_in = 10, bytes_out = 1 },
+      { host = "a.test:80", allowed = true, method = "GET", path = "/", bytes_in = 5, bytes_out = 2 },
+      { host = "e.test:443", allowed = false, method = "CONNECT", reason = "no" },
+      { host = "e.test:443", allowed = false, method = "CONNECT", reason = "no" },
+      { host = "a.test:80", allowed = true, method = "GET", path = "/x", bytes_in = 1, bytes_out = 1 },
+    }
+    local out, cut = egress.report(log, 0)
+    assert.is_false(cut)
+    assert.same({ host = "a.test:80", allowed = true, method = "GET", path = "/", bytes_in = 15, bytes_out = 3, count = 2 },
+      out[1])
+    assert.same({ host = "e.test:443", allowed = false, method = "CONNECT", reason = "no", count = 2 }, out[2])
+    assert.is_nil(out[3].count)
+    local many = {}
+    for i = 1, egress.REPORT_MAX + 5 do many[i] = { host = "h" .. i .. ".test:1", allowed = false, reason = "no" } end
+    out, cut = egress.report(many, 0)
+    assert.same({ egress.REPORT_MAX, true }, { #out, cut })
+    assert.is_true(select(2, egress.report({}, 3)))
+  end)
+
+  it("an MCP client's model is told which hosts were refused, and why; structuredContent has the list", function()
+    local mcp_result = require("hcp.mcp_result")
+    local json = require("hcp.json")
+    local res = { ok = false, exit = 56, error = "exit: status 56", stdout = "", stderr = "curl: (56) CONNECT tunnel failed",
+      egress = json.array({ { host = "api.test:443", allowed = true, bytes_in = 1, bytes_out = 1 },
+        { host = "evil.example:443", allowed = false, reason = 'not declared by pack "gh"' } }) }
+    local out = mcp_result.from_result(res)
+    local texts = {}
+    for _, c in ipairs(out.content) do texts[#texts + 1] = c.text end
+    assert.truthy(table.concat(texts, "\n"):find('egress refused: evil.example:443: not declared by pack "gh"', 1, true))
+    assert.is_nil(table.concat(texts, "\n"):find("api.test", 1, true))
+    assert.equal(2, #out.structuredContent.egress)
+  end)
 end)

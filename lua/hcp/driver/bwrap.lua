@@ -59,7 +59,10 @@ function Bwrap:spawn(ctx, spec)
   if not real or core.filetype(real) ~= "file" then
     return nil, string.format("spawn: %s: not a regular executable file", spec.path), 13
   end
-  local opts, err = view.bwrap_spawn(self.bwrap, ctx.view, spec, { network = ctx.network })
+  -- issue 14: a call with a proxy runs in the namespace the core made for
+  -- it (the proxy listens there): bubblewrap shares that one
+  local proxied = spec.isolation ~= nil and spec.isolation.egress ~= nil
+  local opts, err = view.bwrap_spawn(self.bwrap, ctx.view, spec, { network = ctx.network or proxied })
   if not opts then return nil, err end
   return core.spawn(opts)
 end

@@ -1,0 +1,143 @@
+/* egress_child.c — how the proxy gets into the child's network namespace:
+ * the fork child, just after unshare(CLONE_NEWNET), brings its loopback up
+ * and listens on it, then hands the listening sockets to the runtime over
+ * a socketpair (SCM_RIGHTS) and keeps no copy. The runtime accepts on them
+ * (accept works from any namespace; the connections belong to the child's)
+ * and connects out from its own namespace. The child's namespace keeps no
+ * route anywhere else. Between fork and exec: syscalls only. */
+#include "egress.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int lo_up(void)
+{
+    struct ifreq ifr;
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return -1;
+    memset(&ifr, 0, sizeof ifr);
+    memcpy(ifr.ifr_name, "lo", 3);
+    int r = ioctl(s, SIOCGIFFLAGS, &ifr);
+    if (r == 0) {
+        ifr.ifr_flags |= IFF_UP;
+        r = ioctl(s, SIOCSIFFLAGS, &ifr);
+    }
+    int e = errno;
+    close(s);
+    errno = e;
+    return r;
+}
+
+/* A listening socket on addr, or -1 with errno. */
+static int listen_on(int family, const void *addr, socklen_t len)
+{
+    int one = 1;
+    int s = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return -1;
+    if ((family == AF_INET6 && setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) < 0) ||
+        bind(s, addr, len) < 0 || listen(s, 64) < 0) {
+        int e = errno;
+        close(s);
+        errno = e;
+        return -1;
+    }
+    return s;
+}
+
+int hcp_egress_listen(int sock)
+{
+    struct sockaddr_in a4;
+    struct sockaddr_in6 a6;
+    int fds[2], n = 0;
+    if (lo_up() < 0)
+        return -1;
+    memset(&a4, 0, sizeof a4);
+    a4.sin_family = AF_INET;
+    a4.sin_port = htons(HCP_EGRESS_PORT);
+    a4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if ((fds[n] = listen_on(AF_INET, &a4, sizeof a4)) < 0)
+        return -1;
+    n++;
+    memset(&a6, 0, sizeof a6);
+    a6.sin6_family = AF_INET6;
+    a6.sin6_port = htons(HCP_EGRESS_PORT);
+    a6.sin6_addr = in6addr_loopback;
+    /* no IPv6 in this kernel (or ::1 not there): the IPv4 listener alone */
+    if ((fds[n] = listen_on(AF_INET6, &a6, sizeof a6)) >= 0)
+        n++;
+    else if (errno != EAFNOSUPPORT && errno != EADDRNOTAVAIL)
+        return -1;
+    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof fds)]; } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    char byte = 'L';
+    struct iovec iov = { &byte, 1 };
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.buf;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+    memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
+    ssize_t r;
+    do
+        r = sendmsg(sock, &msg, MSG_NOSIGNAL);
+    while (r < 0 && errno == EINTR);
+    int e = errno;
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    errno = e;
+    return r == 1 ? 0 : -1;
+}
+
+int hcp_egress_receive(int sock, int *fds, int max)
+{
+    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int) * 4)]; } ctl;
+    char byte;
+    struct iovec iov = { &byte, 1 };
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.buf;
+    msg.msg_controllen = sizeof ctl.buf;
+    ssize_t r;
+    do
+        r = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    while (r < 0 && errno == EINTR);
+    if (r < 0)
+        return errno == EAGAIN ? (errno = EPROTO, -1) : -1;
+    int n = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        int got = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        int tmp[4];
+        memcpy(tmp, CMSG_DATA(c), sizeof(int) * (size_t)(got > 4 ? 4 : got));
+        for (int i = 0; i < got && i < 4; i++) {
+            if (n < max)
+                fds[n++] = tmp[i];
+            else
+                close(tmp[i]);
+        }
+    }
+    if (r != 1 || byte != 'L' || (msg.msg_flags & MSG_CTRUNC) || n == 0) {
+        for (int i = 0; i < n; i++)
+            close(fds[i]);
+        errno = EPROTO;
+        return -1;
+    }
+    return n;
+}
