@@ -372,12 +372,22 @@ describe("contract §5 hcp.create", function()
   end)
 
   it("rt:call_all runs calls concurrently and returns results in order", function()
-    local root = S.pack(S.manifest("nap", "sh", { wrap = { args = { "-c", "sleep 0.3; echo $0" } } }))
+    -- a barrier in the pack root (the jail of mode none, shared by both
+    -- calls): each child marks its arrival and waits for the other, so each
+    -- sees two marks only if both ran at the same time
+    local script = 'touch "arrived-$1"; ' .. S.sh_wait('[ $(ls arrived-* | wc -l) -ge 2 ]', 20)
+      .. '; echo "$1 saw $(ls arrived-* | wc -l)"'
+    local root = S.pack(S.manifest("nap", "sh", { wrap = { args = { "-c", script, "sh" } } }))
     local rt = assert(hcp.create({ pack_dirs = { root } }))
-    local results = rt:call_all({ { pack = "nap", id = 1 }, { pack = "nope", id = 2 }, { pack = "nap", id = 3 } })
+    local results = rt:call_all({ { pack = "nap", id = 1, args = { "a" } }, { pack = "nope", id = 2 },
+      { pack = "nap", id = 3, args = { "c" } } })
     assert.equal(1, results[1].id)
-    assert.is_true(results[1].ok)
+    assert.is_true(results[1].ok, results[1].error)
+    assert.equal("a saw 2\n", results[1].stdout)
+    assert.equal(2, results[2].id)
     assert.equal(126, results[2].exit)
-    assert.is_true(results[3].ok)
+    assert.equal(3, results[3].id)
+    assert.is_true(results[3].ok, results[3].error)
+    assert.equal("c saw 2\n", results[3].stdout)
   end)
 end)

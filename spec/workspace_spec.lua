@@ -208,16 +208,13 @@ end)
 -- The suite run against each driver
 -- ---------------------------------------------------------------------------
 
-local BWRAP_ERR
-do
-  local rt, err = hcp.create({ driver = "bwrap" })
-  if rt then rt:close() else BWRAP_ERR = tostring(err) end
-end
-
 -- A pack whose child runs its first raw argument as a shell script; the
 -- rest are $2, $3, ... (after the runtime's rewriting). Argument numbers in
 -- errors count wrap.args too: the script is argument 4, $2 is argument 5.
 local SH = { "-c", 'eval "$1"', "sh" }
+
+-- The timeout of the slow packs, whose children sleep past it.
+local SLOW_MS = 1500
 
 local function make_packs(parent)
   local function p(name, bin, wrap, extra)
@@ -230,9 +227,10 @@ local function make_packs(parent)
   p("shnone")
   p("sheph", nil, { workspace = { mode = "ephemeral" } })
   p("shws", nil, { workspace = { mode = "workspace" }, timeout_ms = 10000 })
-  p("slownone", nil, { timeout_ms = 300 })
-  p("sloweph", nil, { workspace = { mode = "ephemeral" }, timeout_ms = 300 })
-  p("slowws", nil, { workspace = { mode = "workspace" }, timeout_ms = 300 })
+  -- time enough for the child to start and act first, even on a loaded machine
+  p("slownone", nil, { timeout_ms = SLOW_MS })
+  p("sloweph", nil, { workspace = { mode = "ephemeral" }, timeout_ms = SLOW_MS })
+  p("slowws", nil, { workspace = { mode = "workspace" }, timeout_ms = SLOW_MS })
   p("homes", nil, { workspace = { mode = "ephemeral", home_env = { "HOME", "XDG_CONFIG_HOME" } } })
   p("bound", nil, { workspace = { mode = "ephemeral" } },
     { bindings = { tok = { family = "token", env = "TOK" } } })
@@ -245,13 +243,9 @@ local SLOW_PACK = { none = "slownone", ephemeral = "sloweph", workspace = "sloww
 
 for _, driver in ipairs({ "local", "bwrap" }) do
   describe("driver " .. driver, function()
-    local skip = driver == "bwrap" and BWRAP_ERR
+    local needs = driver == "bwrap" and { "bwrap" } or {}
     local function case(name, fn)
-      if skip then
-        pending(name .. " — bwrap unavailable: " .. skip)
-      else
-        it(name, fn)
-      end
+      return S.it(needs, name, fn)
     end
 
     local parent
@@ -390,12 +384,27 @@ for _, driver in ipairs({ "local", "bwrap" }) do
 
       case("concurrent calls never share a jail", function()
         local rt = fresh()
-        local script = 'touch "mine-$2"; sleep 0.3; pwd; ls'
-        local results = rt:call_all({
-          { pack = "sheph", args = { script, "1" } },
-          { pack = "sheph", args = { script, "2" } },
-          { pack = "sheph", args = { script, "3" } },
-        })
+        local priv = private_dir(rt)
+        -- each child marks its jail, then waits for a file the spec makes in
+        -- the pack root once it has seen all three jails marked at once
+        local go = parent .. "/sheph/go"
+        local script = 'touch "mine-$2"; ' .. S.sh_wait('[ -e "$3" ]', 20) .. '; pwd; ls'
+        local calls = {}
+        for i = 1, 3 do calls[i] = rt:start({ pack = "sheph", args = { script, tostring(i), go } }) end
+        local together = S.wait_until(function()
+          local marked = 0
+          for _, j in ipairs(listing(priv)) do
+            for _, f in ipairs(listing(priv .. "/" .. j)) do
+              if f:match("^mine%-%d$") then marked = marked + 1 end
+            end
+          end
+          return marked == 3
+        end, 30, "three jails marked at once")
+        S.write(go, "")
+        finally(function() os.remove(go) end)
+        local results = {}
+        for i, c in ipairs(calls) do results[i] = c:wait() end
+        assert(together)
         local seen = {}
         for i, res in ipairs(results) do
           assert.is_true(res.ok, res.error)
@@ -697,7 +706,7 @@ for _, driver in ipairs({ "local", "bwrap" }) do
           S.write(out .. "/out.txt", "good")
           local res = run(rt, slow, 'echo half > "$3"; sleep 5', "-o", "out.txt")
           assert.is_true(res.timed_out)
-          assert.matches("^exit: timed out after 300 ms; workspace: outputs not written back", res.error)
+          assert.matches("^exit: timed out after " .. SLOW_MS .. " ms; workspace: outputs not written back", res.error)
           assert.equal("good", S.read(out .. "/out.txt"))
           assert.is_false(contains(res.files, out .. "/out.txt"))
         end)
@@ -930,10 +939,24 @@ describe("persisted workspace paths", function()
     S.pack(S.manifest("x", "sh", { wrap = { args = SH, workspace = { mode = "workspace" } } }), parent)
     S.pack(S.manifest("x.lock", "sh", { wrap = { args = SH, workspace = { mode = "workspace" } } }), parent)
     local rt = assert(hcp.create({ pack_dirs = { parent }, state_dir = S.tmpdir("state-"), out_dir = S.tmpdir("out-") }))
-    local a = rt:call({ pack = "x.lock", args = { "echo one" } })
-    local b = rt:call({ pack = "x", args = { "echo two" } })
+    -- each writes a file in its jail and shows its jail's path, inode and listing
+    local show = 'echo "$2" > "mine-$2"; pwd; stat -c %i .; ls'
+    local a = rt:call({ pack = "x.lock", args = { show, "one" } })
+    local b = rt:call({ pack = "x", args = { show, "two" } })
+    local a2 = rt:call({ pack = "x.lock", args = { "pwd; stat -c %i .; ls" } })
     rt:close()
     assert.is_true(a.ok, a.error)
     assert.is_true(b.ok, b.error)
+    assert.is_true(a2.ok, a2.error)
+    local ja, ia = table.unpack(lines(a.stdout))
+    local jb, ib = table.unpack(lines(b.stdout))
+    assert.are_not.equal(ja, jb)
+    assert.are_not.equal(ia, ib)
+    assert.same({ ja, ia, "mine-one" }, lines(a.stdout))
+    assert.same({ jb, ib, "mine-two" }, lines(b.stdout))     -- x does not see x.lock's file
+    assert.same({ ja, ia, "mine-one" }, lines(a2.stdout))    -- and x.lock's jail kept its own, only
+    assert.equal("one\n", S.read(ja .. "/mine-one"))
+    assert.is_nil(S.read(jb .. "/mine-one"))
+    assert.is_nil(S.read(ja .. "/mine-two"))
   end)
 end)
