@@ -4,7 +4,9 @@
 #   make deps       install missing Debian packages (root), or print the command
 #   make demo       deps + build + one real sandboxed pack call
 #   make test       deps + build + the C path tests, luacheck, every spec (busted)
-#   make check      the same specs under ASan+UBSan
+#   make check      the C tests and every spec against an ASan+UBSan build
+#   make valgrind   the C tests and a sample of the specs under valgrind memcheck
+#   make fuzz       the libFuzzer targets of spec/fuzz/, FUZZ_SECONDS each
 #   make bench      per-call latency against a posix_spawn baseline
 #   make install    PREFIX=/usr/local: commands, Lua modules, C module, man pages
 
@@ -20,10 +22,17 @@ BUILD     ?= build
 # jq sqlite3 bc libxml2-utils git qrencode: the bins of packs-examples/ (jq is the demo).
 # bubblewrap: the bwrap driver (§10.6), a container tool we trust rather than rewrite.
 # procps (pgrep) and groff-base: the specs check for leftover processes and render the man pages.
+# python3: drives the REPL through a pseudo-terminal (spec/hcp_lua_spec.lua).
+# man-db: `man hcp` after make install.
 DEB_PKGS := lua5.4 liblua5.4-dev lua-cjson lua-busted lua-argparse lua-check \
             libreadline-dev gcc make pkg-config \
             jq sqlite3 bc libxml2-utils git qrencode bubblewrap \
-            procps groff-base
+            procps groff-base python3 man-db
+# make deps: where apt keeps its package lists, the apt-get to run, and the
+# sudo a user who is not root is told to use (empty: `su -c` instead).
+APT_LISTS ?= /var/lib/apt/lists
+APT_GET   ?= apt-get
+SUDO      ?= $(shell command -v sudo 2>/dev/null)
 
 LUA_CFLAGS := $(shell pkg-config --cflags lua$(LUA_VER) 2>/dev/null || echo -I/usr/include/lua$(LUA_VER))
 LUA_LIBS   := $(shell pkg-config --libs lua$(LUA_VER) 2>/dev/null || echo -llua$(LUA_VER))
@@ -43,11 +52,27 @@ HCP_LUA  := $(BUILD)/bin/hcp-lua
 LUA_LINK := $(BUILD)/share/lua/$(LUA_VER)/hcp
 C_TESTS  := $(BUILD)/test/test_paths
 
-.PHONY: all deps demo test check bench install uninstall clean lint
+.PHONY: all deps demo test check valgrind fuzz bench install uninstall clean lint build-deps
 
 all: $(CORE_SO) $(HCP_LUA) $(BUILD)/bin/hcp $(BUILD)/bin/hcpx $(LUA_LINK) $(C_TESTS)
 
-$(BUILD)/obj/%.o: src/%.c $(HDRS) | $(BUILD)/obj
+# Before the first compile: the compiler, the Lua and readline headers.
+# Missing ones are make deps' business, not a compiler error's.
+build-deps:
+	@missing=""; \
+	command -v $(firstword $(CC)) >/dev/null 2>&1 || missing="$$missing gcc"; \
+	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	if command -v $(firstword $(CC)) >/dev/null 2>&1; then \
+	  printf '#include <lua.h>\n' | $(CC) $(LUA_CFLAGS) -E -x c - >/dev/null 2>&1 || missing="$$missing liblua5.4-dev"; \
+	  printf '#include <stdio.h>\n#include <readline/readline.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 \
+	    || missing="$$missing libreadline-dev"; \
+	fi; \
+	if [ -n "$$missing" ]; then \
+	  echo "make: cannot build, missing:$$missing" >&2; \
+	  echo "make: run make deps (it installs them, or prints the command to run)" >&2; exit 1; \
+	fi
+
+$(BUILD)/obj/%.o: src/%.c $(HDRS) | $(BUILD)/obj build-deps
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(BUILD)/obj $(BUILD)/bin $(BUILD)/test $(dir $(CORE_SO)) $(dir $(LUA_LINK)):
@@ -71,35 +96,66 @@ $(LUA_LINK): | $(dir $(LUA_LINK))
 $(C_TESTS): spec/c/test_paths.c $(CORE_OBJ) | $(BUILD)/test
 	$(CC) $(ALL_CFLAGS) -Isrc -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
+# As root: apt-get update first when apt has no package lists (a fresh
+# image), again if the install fails (stale lists), and no recommends.
+# Otherwise: the one command that works, for sudo or for su.
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
+	install="$(APT_GET) install -y --no-install-recommends$$missing"; \
 	if [ -z "$$missing" ]; then echo "deps: all Debian packages present"; \
 	elif [ "$$(id -u)" = 0 ]; then \
 	  echo "deps: installing$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  if ! ls $(APT_LISTS)/*_Packages* >/dev/null 2>&1; then $(APT_GET) update -qq || exit 1; fi; \
+	  $$install -qq || { $(APT_GET) update -qq && $$install -qq; }; \
 	else \
 	  echo "deps: missing Debian packages:$$missing"; \
-	  echo "deps: run: sudo apt-get install -y$$missing"; exit 1; \
+	  if [ -n "$(SUDO)" ]; then \
+	    echo "deps: run: sudo $(APT_GET) update && sudo $$install"; \
+	  else \
+	    echo "deps: run: su -c '$(APT_GET) update && $$install'"; \
+	  fi; exit 1; \
 	fi
 
-demo: deps all
-	@echo '$$ build/bin/hcp run --json jq -nc "{sandbox: env.HCP_SANDBOX, sum: (1+2)}"'
-	@$(BUILD)/bin/hcp run --json --pack-dir packs-examples jq -nc '{sandbox: env.HCP_SANDBOX, sum: (1+2)}'
+# The demo prints the very command it runs; pasted in the checkout, it works.
+DEMO_CMD := $(BUILD)/bin/hcp run --json --pack-dir packs-examples jq -nc "{sandbox: env.HCP_SANDBOX, sum: (1+2)}"
 
+demo: deps all
+	@echo '$$ $(DEMO_CMD)'
+	@$(DEMO_CMD)
+
+# Every spec finds the build under test through HCP_BUILD (spec/support.lua).
 test: deps all
 	@$(C_TESTS)
 	@luacheck -q lua spec bench
-	busted --lua=$(LUA) $(BUSTED_ARGS)
+	HCP_BUILD=$(BUILD) busted --lua=$(LUA) --cpath='$(BUILD)/lib/lua/$(LUA_VER)/?.so' $(BUSTED_ARGS)
 
 # ASan+UBSan: a separate build whose hcp-lua (a lua.c-compatible interpreter)
-# runs busted itself, so every spec exercises the instrumented core.
+# runs busted itself, so every spec exercises the instrumented core; specs
+# that start hcp, hcp-lua or a second Lua get the sanitized ones too.
+ASAN_BUILD := build-asan
+SAN_FLAGS  := -fsanitize=address,undefined
 check: deps
-	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  LDFLAGS="-fsanitize=address,undefined" all
-	build-asan/test/test_paths
-	ASAN_OPTIONS=detect_leaks=0 HCP_SPEC_LUA=$(CURDIR)/build-asan/bin/hcp-lua busted --lua=$(CURDIR)/build-asan/bin/hcp-lua $(BUSTED_ARGS)
+	$(MAKE) BUILD=$(ASAN_BUILD) CFLAGS="-O1 -g $(SAN_FLAGS) -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  LDFLAGS="$(SAN_FLAGS)" all
+	$(ASAN_BUILD)/test/test_paths
+	ASAN_OPTIONS=detect_leaks=0 HCP_BUILD=$(ASAN_BUILD) HCP_SPEC_LUA=$(CURDIR)/$(ASAN_BUILD)/bin/hcp-lua \
+	  HCP_SPEC_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	  busted --lua=$(CURDIR)/$(ASAN_BUILD)/bin/hcp-lua $(BUSTED_ARGS)
+
+# valgrind memcheck, zero errors: the C tests, then a sample of the specs run
+# by build/bin/hcp-lua under valgrind (the busted process itself: the core's
+# bindings, spawn and path code in-process; children are not traced).
+VALGRIND_SPECS ?= spec/core_paths_spec.lua spec/core_spawn_spec.lua spec/contract_spec.lua spec/attacks_spec.lua
+VALGRIND := valgrind --tool=memcheck --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+            --show-leak-kinds=definite --num-callers=30 --quiet
+valgrind: deps all
+	$(VALGRIND) $(C_TESTS)
+	printf '#!/bin/sh\nexec $(VALGRIND) $(CURDIR)/$(HCP_LUA) "$$@"\n' > $(BUILD)/valgrind-hcp-lua
+	chmod 755 $(BUILD)/valgrind-hcp-lua
+	HCP_BUILD=$(BUILD) busted --lua=$(CURDIR)/$(BUILD)/valgrind-hcp-lua $(VALGRIND_SPECS)
 
 lint:
 	luacheck lua spec bench
@@ -126,4 +182,4 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man1/hcp.1 $(DESTDIR)$(PREFIX)/share/man/man1/hcp-lua.1
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
