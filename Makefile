@@ -148,14 +148,18 @@ check: deps
 # valgrind memcheck, zero errors: the C tests, then a sample of the specs run
 # by build/bin/hcp-lua under valgrind (the busted process itself: the core's
 # bindings, spawn and path code in-process; children are not traced).
-VALGRIND_SPECS ?= spec/core_paths_spec.lua spec/core_spawn_spec.lua spec/contract_spec.lua spec/attacks_spec.lua
-VALGRIND := valgrind --tool=memcheck --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
-            --show-leak-kinds=definite --num-callers=30 --quiet
+# Not in the sample: specs whose calls apply the limits layer or probe the
+# isolation layers, as valgrind refuses to lower RLIMIT_NOFILE's hard limit
+# and cannot run a forked child under seccomp. Filtered out: two specs of
+# what valgrind 3.19 emulates differently (no openat2, so the realpath
+# fallback answers; execveat re-opened by path, so #! sees the path).
+# spec/valgrind/memcheck has the options; hcp.supp valgrind's own false
+# positives, each with its reason.
+VALGRIND_SPECS ?= spec/core_paths_spec.lua spec/core_spawn_spec.lua spec/hcp_lua_spec.lua
+VALGRIND_SKIP  := --filter-out=refuses.magic.links.with.ELOOP --filter-out=through.the.descriptor.that.was.checked
 valgrind: deps all
-	$(VALGRIND) $(C_TESTS)
-	printf '#!/bin/sh\nexec $(VALGRIND) $(CURDIR)/$(HCP_LUA) "$$@"\n' > $(BUILD)/valgrind-hcp-lua
-	chmod 755 $(BUILD)/valgrind-hcp-lua
-	HCP_BUILD=$(BUILD) busted --lua=$(CURDIR)/$(BUILD)/valgrind-hcp-lua $(VALGRIND_SPECS)
+	spec/valgrind/memcheck $(C_TESTS)
+	HCP_BUILD=$(BUILD) busted --lua=$(CURDIR)/spec/valgrind/hcp-lua $(VALGRIND_SKIP) $(VALGRIND_SPECS)
 
 lint:
 	luacheck lua spec bench
