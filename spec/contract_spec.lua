@@ -206,6 +206,23 @@ describe("contract §2 envelopes", function()
     assert.is_nil(envelope.decode("{bad"))
   end)
 
+  it("a request's numeric id comes back exactly, to the last digit (found by spec/fuzz/envelope)", function()
+    for _, text in ipairs({ "1.6666666666666666e69", "12345678901234567", "0.1", "3.141592653589793", "-0.5" }) do
+      local req = assert(envelope.validate(assert(envelope.decode('{"pack":"nope","id":' .. text .. '}'))))
+      local back = json.decode(envelope.encode(envelope.refusal(req, 126, "x", "sandbox")))
+      assert.equal(req.id, back.id, text)
+    end
+    assert.equal('{"a":0.1}', json.encode({ a = 0.1 }))   -- and short where short is exact
+  end)
+
+  it("numbers outside JSON's grammar (nan, inf, hex) are invalid JSON (found by spec/fuzz/envelope)", function()
+    for _, text in ipairs({ "nan", "-inf", "Infinity", "0x10" }) do
+      local v, err = envelope.decode('{"pack":"jq","id":' .. text .. '}')
+      assert.is_nil(v, text)
+      assert.matches("^envelope: invalid JSON", err)
+    end
+  end)
+
   it("a non-zero exit is ok = false with \"exit: status N\" and keeps the output", function()
     local rt = assert(hcp.create({ pack_dirs = { "packs-examples/jq" } }))
     local res = rt:call({ pack = "jq", args = { "-n", "error(\"boom\")" } })

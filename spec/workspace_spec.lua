@@ -176,6 +176,14 @@ describe("workspace.plan (pure)", function()
     assert.same(argv, assert(plan(argv)).argv)
   end)
 
+  it("refuses a NUL byte in any argument with nil, err instead of raising (found by spec/fuzz/plan)", function()
+    for _, argv in ipairs({ { "--file", "in\0.txt" }, { "workspace:a\0b" }, { "x", "--output=o\0" }, { "plain\0" } }) do
+      local p, err = plan(argv)
+      assert.is_nil(p)
+      assert.matches("^workspace: argument %d contains a NUL byte$", err)
+    end
+  end)
+
   it("does not touch the file system (the made-up paths still do not exist)", function()
     assert(plan({ "--file", "a", "-o", "d/e/f", "workspace:g" }))
     assert.is_nil(core.kind("/no/such"))

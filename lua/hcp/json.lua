@@ -4,7 +4,10 @@
 ---@class hcp.json
 local M = {}
 
-local cjson = require("cjson.safe")
+-- A private instance, held to JSON's number grammar: the default also takes
+-- nan, inf and hex (0x10), which are not JSON (found by spec/fuzz/envelope).
+local cjson = require("cjson.safe").new()
+cjson.decode_invalid_numbers(false)
 
 --- The value cjson uses for JSON `null`.
 M.null = cjson.null
@@ -104,7 +107,11 @@ encode_value = function(v, out, depth)
     elseif math.type(v) == "integer" then
       out[#out + 1] = string.format("%d", v)
     else
-      out[#out + 1] = string.format("%.14g", v)
+      -- 14 digits where that reads back exactly, else 17, which always does
+      -- (found by spec/fuzz/envelope: a request's id came back changed)
+      local text = string.format("%.14g", v)
+      if tonumber(text) ~= v then text = string.format("%.17g", v) end
+      out[#out + 1] = text
     end
   elseif tv == "string" then
     out[#out + 1] = encode_string(v)

@@ -34,6 +34,9 @@ end
 ---@param opts hcp.PlanOptions
 ---@return hcp.Plan? plan, string? err
 function M.plan(argv, opts)
+  for i, a in ipairs(argv) do   -- (the path functions below raise for one)
+    if a:find("\0", 1, true) then return nil, string.format("workspace: argument %d contains a NUL byte", i) end
+  end
   local is_flag, is_output = {}, {}
   for _, f in ipairs(opts.file_flags) do
     is_flag[f] = true
