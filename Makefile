@@ -158,8 +158,54 @@ check: deps
 VALGRIND_SPECS ?= spec/core_paths_spec.lua spec/core_spawn_spec.lua spec/hcp_lua_spec.lua
 VALGRIND_SKIP  := --filter-out=refuses.magic.links.with.ELOOP --filter-out=through.the.descriptor.that.was.checked
 valgrind: deps all
+	@$(MAKE) -s deps DEB_PKGS=valgrind
 	spec/valgrind/memcheck $(C_TESTS)
 	HCP_BUILD=$(BUILD) busted --lua=$(CURDIR)/spec/valgrind/hcp-lua $(VALGRIND_SKIP) $(VALGRIND_SPECS)
+
+# libFuzzer (clang): one binary per target of spec/fuzz/. paths links the
+# sanitized core objects directly; the Lua targets embed Lua 5.4 through
+# spec/fuzz/lua_target.c and run spec/fuzz/<target>.lua. Each runs for
+# FUZZ_SECONDS on a working corpus in build-fuzz/corpus/<target> seeded by
+# the committed spec/fuzz/<target>/ (new inputs are not written there); a
+# crash fails make fuzz and leaves its input as build-fuzz/crash-<target>-*:
+# fix the code, then add that file to spec/fuzz/<target>/.
+FUZZ_BUILD   := build-fuzz
+FUZZ_TARGETS := paths plan manifest envelope json
+FUZZ_SECONDS ?= 60
+FUZZ_CC      ?= clang
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_OBJ     := $(CORE_SRC:src/%.c=$(FUZZ_BUILD)/obj/%.o)
+FUZZ_BINS    := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/%)
+FUZZ_FLAGS   := -std=c11 -D_GNU_SOURCE $(WARN) -O1 -g $(FUZZ_SAN) $(LUA_CFLAGS) -Isrc
+
+.PHONY: fuzz-build
+fuzz-build: build-deps
+	@$(MAKE) -s deps DEB_PKGS="clang libclang-rt-dev"
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) CFLAGS="-O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link" $(FUZZ_OBJ)
+	$(MAKE) $(FUZZ_BINS)
+
+$(FUZZ_BUILD)/fuzz/paths: spec/fuzz/paths.c $(FUZZ_OBJ) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ spec/fuzz/paths.c $(FUZZ_OBJ) $(LUA_LIBS)
+
+$(FUZZ_BUILD)/fuzz/%: spec/fuzz/lua_target.c $(FUZZ_OBJ) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -DHCP_FUZZ_TARGET='"$*"' -DHCP_REPO='"$(CURDIR)"' \
+	  -o $@ spec/fuzz/lua_target.c $(FUZZ_OBJ) $(LUA_LIBS)
+
+fuzz: deps fuzz-build
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
+	  if ASAN_OPTIONS=detect_leaks=1 $(FUZZ_BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	      -max_len=4096 -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/crash-$$t- \
+	      $(FUZZ_BUILD)/corpus/$$t spec/fuzz/$$t > $(FUZZ_BUILD)/$$t.log 2>&1; then \
+	    echo "fuzz: $$t: $$(sed -n 's/^stat::number_of_executed_units: *//p' $(FUZZ_BUILD)/$$t.log) runs in $(FUZZ_SECONDS) s, no crash"; \
+	  else \
+	    tail -n 30 $(FUZZ_BUILD)/$$t.log; \
+	    echo "fuzz: $$t: CRASH (input: $$(ls $(FUZZ_BUILD)/crash-$$t-* 2>/dev/null | head -n 1); log: $(FUZZ_BUILD)/$$t.log)"; \
+	    exit 1; \
+	  fi; \
+	done
 
 lint:
 	luacheck lua spec bench
