@@ -861,8 +861,10 @@ pid_t fork(void)
   end)
 
   describe("as an unprivileged user (the user-namespace path)", function()
-    -- root of the host, to become nobody (in a user namespace, nobody is not mapped)
-    S.it({ "init_root", "runuser", "nobody" }, "netns, pidns, caps, landlock, seccomp and nproc hold for nobody", function()
+    -- root of the host, to become nobody (in a user namespace, nobody is not
+    -- mapped), and a build that nobody can run
+    S.it({ "init_root", "nobody", "nobody_runs_build" }, "netns, pidns, caps, landlock, seccomp and nproc hold for nobody",
+      function()
       local nb = read("/etc/passwd"):match("\nnobody:[^:]*:(%d+):(%d+):")
       local secret = tmp() .. "/nb-secret"
       assert(core.mkdir(secret))

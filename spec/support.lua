@@ -242,6 +242,17 @@ local FEATURES = {
   nobody = function()
     if not (S.read("/etc/passwd") or ""):match("\nnobody:") then return "needs a user named nobody" end
   end,
+  -- nobody can run the build under test and load its modules (a checkout
+  -- under /root, say, is out of its reach)
+  nobody_runs_build = function()
+    local why = init_root()
+    if why then return why end
+    if not have_cmd("runuser") then return "needs runuser (to act as nobody)" end
+    local out, code = S.sh("cd / && runuser -u nobody -- " .. S.q(S.HCP_LUA) .. " -e 'require(\"hcp\")' 2>&1")
+    if code ~= 0 then
+      return "nobody cannot run " .. S.HCP_LUA .. " from this checkout: " .. out:gsub("%s+$", "")
+    end
+  end,
   bwrap = function()
     local rt, err = require("hcp").create({ driver = "bwrap" })
     if not rt then return "bwrap unavailable: " .. tostring(err) end
@@ -287,7 +298,7 @@ end
 
 local known = {}
 --- Why the host lacks `feature` (nil when it has it). Features: root,
---- nonroot, init_root, nobody, bwrap, child_proc, the core.probe() layers
+--- nonroot, init_root, nobody, nobody_runs_build, bwrap, child_proc, the core.probe() layers
 --- (landlock, seccomp, netns, pidns, userns, caps, rlimits, cgroup), "layer:X"
 --- (the default runtime applies layer X), and the commands cc, python3,
 --- script, runuser, groff, pgrep. A list is checked in order; the first
