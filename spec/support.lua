@@ -227,7 +227,7 @@ local function init_root()
   local map = S.read("/proc/self/uid_map") or ""
   if not map:match("^%s*0%s+0%s+4294967295%s*$") then
     return "needs root of the initial user namespace (this root is in a user namespace: uid_map "
-      .. map:gsub("%s+", " ") .. ")"
+      .. (map:gsub("%s+", " "):gsub("^ ", ""):gsub(" $", "")) .. ")"
   end
 end
 
