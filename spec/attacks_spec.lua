@@ -121,7 +121,8 @@ end)
 -- a hang misses, not a measurement.
 describe("attack: processes that outlive the call", function()
   it("a TERM-ignoring grandchild is killed at the timeout and the call returns promptly", function()
-    local root = S.pack(S.manifest("stubborn", "sh", { wrap = { timeout_ms = 300, args = { "-c",
+    -- 2 s: time for the shell to start and set its trap first, even on a loaded machine
+    local root = S.pack(S.manifest("stubborn", "sh", { wrap = { timeout_ms = 2000, args = { "-c",
       'echo $$; trap "" TERM; (trap "" TERM; exec sleep 120) & sleep 120' } } }))
     local rt = assert(hcp.create({ pack_dirs = { root } }))
     local t0 = S.now()
@@ -129,7 +130,7 @@ describe("attack: processes that outlive the call", function()
     assert.is_true(S.now() - t0 < 60)
     assert.is_true(res.timed_out)
     assert.is_false(res.ok)
-    assert.equal("exit: timed out after 300 ms", res.error)
+    assert.equal("exit: timed out after 2000 ms", res.error)
     local pgid = tonumber(res.stdout:match("^(%d+)"))
     assert.is_number(pgid)
     assert.is_true(group_gone(pgid))
