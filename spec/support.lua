@@ -144,7 +144,11 @@ S.BUILD = build:sub(1, 1) == "/" and build or S.REPO .. "/" .. build
 S.HCP_LUA = S.BUILD .. "/bin/hcp-lua"
 S.HCP = S.BUILD .. "/bin/hcp"
 S.HCPX = S.BUILD .. "/bin/hcpx"
-S.CPATH = S.BUILD .. "/lib/lua/5.4/?.so"
+-- The C module's search path: relative to the checkout when the build is
+-- in it, as it always was (`cd S.REPO && ...` and S.REPO .. "/" .. S.CPATH
+-- both work), absolute when HCP_BUILD points elsewhere.
+local in_repo = S.BUILD:sub(1, #S.REPO + 1) == S.REPO .. "/"
+S.CPATH = (in_repo and S.BUILD:sub(#S.REPO + 2) or S.BUILD) .. "/lib/lua/5.4/?.so"
 -- The interpreter for specs that start a second Lua process: stock lua5.4
 -- with the C module of the build, or (make check) the sanitized hcp-lua,
 -- which has the instrumented core preloaded.
