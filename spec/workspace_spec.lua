@@ -120,6 +120,16 @@ describe("workspace.plan (pure)", function()
     assert.same({}, p.outputs)
   end)
 
+  it("refuses a URL-like file value that, read as a path, climbs out (found by spec/fuzz/plan)", function()
+    -- a tool without URLs opens "a:/../../x": out of the jail once a: exists
+    for _, v in ipairs({ "a://../../x", "s3://../../../etc/passwd", "x://y/../../../z" }) do
+      local p, err = plan({ "--file", v })
+      assert.is_nil(p, v)
+      assert.equal("workspace: path escapes the jail: argument 2", err)
+    end
+    assert.same({ "--file", "https://example.org/a/../b" }, assert(plan({ "--file", "https://example.org/a/../b" })).argv)
+  end)
+
   it("refuses a file value whose .. leaves files_dir", function()
     local p, err = plan({ "--file", "../secret" })
     assert.is_nil(p)

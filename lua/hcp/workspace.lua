@@ -57,11 +57,12 @@ function M.plan(argv, opts)
   local function file_value(flag, value, i)
     if value:sub(1, #M.PREFIX) == M.PREFIX then return jail_ref(value:sub(#M.PREFIX + 1), i) end
     -- "-" (stdin/stdout), absolute paths (checked by the host-path rule) and
-    -- other URI schemes pass through unchanged
-    if value == "" or value == "-" or value:sub(1, 1) == "/" or value:find("://", 1, true) then
-      return value
-    end
+    -- other URI schemes pass through unchanged; a "URL" that, read as the
+    -- path a tool without URLs sees, climbs out ("a://../../x") does not
+    -- (found by spec/fuzz/plan)
+    if value == "" or value == "-" or value:sub(1, 1) == "/" then return value end
     local norm = core.normalize(value)
+    if value:find("://", 1, true) and not escapes(norm) then return value end
     if escapes(norm) then
       return nil, string.format("workspace: path escapes the jail: argument %d", i)
     end

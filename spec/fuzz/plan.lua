@@ -85,9 +85,12 @@ return function(data)
         -- rewritten: into the jail (workspace:) or files_dir, never elsewhere
         assert(inside(path, files_dir), "a file value points outside the jail: " .. where)
       else
-        -- kept: only "-", "", absolute paths and URLs
-        assert(value == "" or value == "-" or value:sub(1, 1) == "/" or value:find("://", 1, true),
-          "a relative file value was not rewritten: " .. where)
+        -- kept: only "-", "", absolute paths and URLs that, read as a path,
+        -- do not climb out of the cwd
+        local norm = value ~= "" and core.normalize(value) or "."
+        assert(value == "" or value == "-" or value:sub(1, 1) == "/"
+          or (value:find("://", 1, true) and norm ~= ".." and norm:sub(1, 3) ~= "../"),
+          "a relative file value was not rewritten, or climbs out: " .. where)
       end
     end
   end
