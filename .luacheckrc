@@ -2,4 +2,4 @@
 std = "lua54"
 max_line_length = 140
 files["spec/"] = { std = "+busted" }
-exclude_files = { "build/", "build-asan/" }
+exclude_files = { "build/", "build-asan/", "build-fuzz/" }

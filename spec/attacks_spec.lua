@@ -1,17 +1,15 @@
 -- Attacks on the sandbox of §10.2, each run for real against the runtime.
 -- A spec that needs something the host lacks says so and is skipped visibly.
 local hcp = require("hcp")
-local core = require("hcp.core")
 local S = require("support")
 
-local function have(cmd)
-  local _, code = S.sh("command -v " .. cmd .. " >/dev/null 2>&1")
-  return code == 0
+-- The group of a killed call may take a moment to finish dying.
+local function group_gone(pgid)
+  return S.wait_until(function() return #S.group_members(pgid) == 0 end, 30, "process group " .. pgid .. " to end")
 end
 
 describe("attack: loader injection", function()
-  it("LD_PRELOAD in agent_env is a load error: the pack never runs with it", function()
-    if not have("cc") then pending("needs a C compiler to build the preload library") return end
+  S.it("cc", "LD_PRELOAD in agent_env is a load error: the pack never runs with it", function()
     local dir = S.tmpdir("preload-")
     local marker = dir .. "/injected"
     S.write(dir .. "/evil.c", string.format(
@@ -34,7 +32,7 @@ describe("attack: loader injection", function()
 end)
 
 describe("attack: inherited descriptors", function()
-  it("an fd open in the runtime is not open in the child", function()
+  S.it("child_proc", "an fd open in the runtime is not open in the child", function()
     local secret = S.write(S.tmpdir("fd-") .. "/secret", "top secret")
     local fh = assert(io.open(secret, "rb"))
     local root = S.pack(S.manifest("fds", "sh", { wrap = { args = { "-c", "ls /proc/$$/fd; readlink /proc/$$/fd/* || true" } } }))
@@ -119,33 +117,36 @@ describe("attack: host paths in arguments (sandbox: host path not allowed)", fun
   end)
 end)
 
+-- The children would sleep 120 s: returning within 60 s is a deadline only
+-- a hang misses, not a measurement.
 describe("attack: processes that outlive the call", function()
   it("a TERM-ignoring grandchild is killed at the timeout and the call returns promptly", function()
-    local root = S.pack(S.manifest("stubborn", "sh", { wrap = { timeout_ms = 300, args = { "-c",
-      'echo $$; trap "" TERM; (trap "" TERM; exec sleep 30) & sleep 30' } } }))
+    -- 2 s: time for the shell to start and set its trap first, even on a loaded machine
+    local root = S.pack(S.manifest("stubborn", "sh", { wrap = { timeout_ms = 2000, args = { "-c",
+      'echo $$; trap "" TERM; (trap "" TERM; exec sleep 120) & sleep 120' } } }))
     local rt = assert(hcp.create({ pack_dirs = { root } }))
-    local t0 = os.time()
+    local t0 = S.now()
     local res = rt:call({ pack = "stubborn" })
-    assert.is_true(os.time() - t0 <= 3)
+    assert.is_true(S.now() - t0 < 60)
     assert.is_true(res.timed_out)
     assert.is_false(res.ok)
-    assert.equal("exit: timed out after 300 ms", res.error)
+    assert.equal("exit: timed out after 2000 ms", res.error)
     local pgid = tonumber(res.stdout:match("^(%d+)"))
     assert.is_number(pgid)
-    assert.same({}, S.group_members(pgid))
+    assert.is_true(group_gone(pgid))
   end)
 
   it("a background grandchild holding stdout does not hang the call and is killed with it", function()
-    local root = S.pack(S.manifest("bg", "sh", { wrap = { args = { "-c", "echo $$; sleep 30 & echo started" } } }))
+    local root = S.pack(S.manifest("bg", "sh", { wrap = { args = { "-c", "echo $$; sleep 120 & echo started" } } }))
     local rt = assert(hcp.create({ pack_dirs = { root } }))
-    local t0 = os.time()
+    local t0 = S.now()
     local res = rt:call({ pack = "bg" })
-    assert.is_true(os.time() - t0 <= 3)
+    assert.is_true(S.now() - t0 < 60)
     assert.is_true(res.ok, res.error)
-    assert.same({}, S.group_members(tonumber(res.stdout:match("^(%d+)"))))
+    assert.is_true(group_gone(tonumber(res.stdout:match("^(%d+)"))))
   end)
 
-  it("the child has no controlling terminal: it runs in its own session", function()
+  S.it("child_proc", "the child has no controlling terminal: it runs in its own session", function()
     local root = S.pack(S.manifest("sess", "sh", { wrap = { args = { "-c", "echo $$; cut -d' ' -f6 /proc/$$/stat; tty || true" } } }))
     local rt = assert(hcp.create({ pack_dirs = { root } }))
     local res = rt:call({ pack = "sess" })
@@ -168,8 +169,8 @@ describe("attack: output flood", function()
 end)
 
 describe("attack: privilege escalation", function()
-  it("a setuid binary cannot change the child's user: no_new_privs holds", function()
-    if core.getpid and S.sh("id -u") ~= "0\n" then pending("needs root to make a setuid-to-nobody copy") return end
+  -- root of the host makes a setuid-to-nobody copy (in a user namespace nobody is not mapped)
+  S.it({ "init_root", "nobody" }, "a setuid binary cannot change the child's user: no_new_privs holds", function()
     local dir = S.tmpdir("suid-")
     -- owned by a uid that is neither root nor the child's own (run_as: 65534)
     assert(os.execute(string.format("cp /usr/bin/id '%s/suid-id' && chown 12345 '%s/suid-id' && chmod 4755 '%s/suid-id'"
@@ -190,7 +191,7 @@ describe("attack: privilege escalation", function()
     assert.truthy(table.concat(res.isolation, ","):find("no_new_privs", 1, true))
   end)
 
-  it("the child runs with NoNewPrivs set", function()
+  S.it("child_proc", "the child runs with NoNewPrivs set", function()
     local root = S.pack(S.manifest("nnp", "grep", { wrap = { args = { "NoNewPrivs", "/proc/self/status" } } }))
     local rt = assert(hcp.create({ pack_dirs = { root } }))
     assert.matches("NoNewPrivs:%s+1", rt:call({ pack = "nnp" }).stdout)

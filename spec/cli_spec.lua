@@ -4,9 +4,7 @@ local S = require("support")
 local json = require("hcp.json")
 local core = require("hcp.core")
 
-local HCP = S.REPO .. "/build/bin/hcp"
-local HCPX = S.REPO .. "/build/bin/hcpx"
-local HCP_LUA = S.REPO .. "/build/bin/hcp-lua"
+local HCP, HCPX, HCP_LUA = S.HCP, S.HCPX, S.HCP_LUA
 
 local q = S.q
 
@@ -43,18 +41,16 @@ describe("hcp run / hcpx", function()
   end)
 
   it("streams output as it comes: the first line arrives before the child ends", function()
-    local root = S.pack(S.manifest("slow", "sh", { wrap = { args = { "-c", "echo first; sleep 2; echo second" } } }))
+    -- the child prints a line and then waits until the reader has seen it
+    -- (a file the reader makes in the pack root, the child's cwd); output
+    -- held back until the end would leave it waiting until it gives up
+    local root = S.pack(S.manifest("slow", "sh", { wrap = { timeout_ms = 60000, args = { "-c",
+      "echo first; " .. S.sh_wait("[ -e seen ]") .. "; [ -e seen ] && echo second || echo unseen" } } }))
     local dir = S.tmpdir("stream-")
-    -- a reader that stamps when it sees each line
-    local cmd = string.format("%s run --pack-dir %s slow | while read -r l; do echo \"$l $(date +%%s%%N)\"; done > %s",
-      HCP, q(root), q(dir .. "/o"))
-    local t0 = core.monotonic_us()
+    local reader = string.format('while read -r l; do echo "$l"; if [ "$l" = first ]; then touch %s; fi; done', q(root .. "/seen"))
+    local cmd = string.format("%s run --pack-dir %s slow | %s > %s", HCP, q(root), reader, q(dir .. "/o"))
     assert(os.execute(cmd))
-    local lines = {}
-    for l, stamp in S.read(dir .. "/o"):gmatch("(%a+) (%d+)\n") do lines[l] = tonumber(stamp) end
-    assert.truthy(lines.first and lines.second)
-    assert.is_true(lines.second - lines.first > 1e9, "first line waited for the child to end")
-    assert.is_true(core.monotonic_us() - t0 >= 2e6)
+    assert.equal("first\nsecond\n", S.read(dir .. "/o"))
   end)
 
   it("refusals exit 127/126 with one line on stderr, and print nothing on stdout", function()
@@ -126,7 +122,7 @@ describe("hcp call", function()
     -- writer: one request, then waits to see the answer before sending the next
     local cmd = string.format([[
       cd %s && ( exec 3>%s; echo '{"id":1,"pack":"jq","args":["-n","1"]}' >&3;
-        for i in 1 2 3 4 5 6 7 8 9 10; do grep -q '"id":1' %s/out 2>/dev/null && break; sleep 0.3; done;
+        _i=0; until grep -q '"id":1' %s/out 2>/dev/null || [ $_i -ge 3000 ]; do _i=$((_i+1)); sleep 0.01; done;
         grep -c '"id":1' %s/out > %s/seen-before-second; echo '{"id":2,"pack":"jq","args":["-n","2"]}' >&3 ) &
       %s call %s < %s > %s/out; wait]], q(S.REPO), q(fifo), q(dir), q(dir), q(dir), HCP, EX, q(fifo), q(dir))
     assert(os.execute(cmd))
@@ -383,33 +379,36 @@ describe("hcp-lua REPL", function()
     assert.matches("hcp> mine\n", out, 1, true)
   end)
 
-  it("under a terminal, Ctrl-C interrupts a running call (its child is killed), not the REPL", function()
-    local _, has_script = S.sh("command -v script >/dev/null 2>&1")
-    if has_script ~= 0 then pending("needs script(1) from util-linux for a pseudo-terminal") return end
+  S.it("script", "under a terminal, Ctrl-C interrupts a running call (its child is killed), not the REPL", function()
     local packs = S.tmpdir("repl-")
     S.pack(S.manifest("sleeper", "sleep", { wrap = { timeout_ms = 60000 } }), packs)
     local dir = S.tmpdir("pty-")
-    local marker = "hcp-repl-sleep-" .. tostring(core.getpid())
+    local screen = dir .. "/screen"
+    local naptime = "31." .. tostring(core.getpid())   -- this run's sleep, no other
     local p = assert(io.popen(string.format(
       "cd %s && HCP_PACK_PATH=%s HOME=%s script -qfec %s /dev/null > %s 2>&1",
-      q(S.REPO), q(packs), q(dir), q(HCP_LUA), q(dir .. "/screen")), "w"))
-    local function send(s, pause)
+      q(S.REPO), q(packs), q(dir), q(HCP_LUA), q(screen)), "w"))
+    local function send(s)
       p:write(s)
       p:flush()
-      os.execute("sleep " .. pause)
     end
-    send("", 0.5)
-    send('r = rt:call{pack="sleeper", args={"31.5"}} -- ' .. marker .. "\n", 1)
-    local before = S.sh("pgrep -f 'slee[p] 31.5' || true")
-    send("\3", 1)
-    local after = S.sh("pgrep -f 'slee[p] 31.5' || true")
-    send("print(40 + 2)\n", 0.5)
-    send("\4", 0.3)
+    local function shows(pattern, what)
+      return S.wait_until(function() return (S.read(screen) or ""):find(pattern) end, 30, what)
+    end
+    assert(shows("hcp> ", "the first prompt"))
+    send('r = rt:call{pack="sleeper", args={"' .. naptime .. '"}}\n')
+    local running = S.wait_until(function() return #S.pids_of({ "sleep", naptime }) == 1 end, 30, "the call's sleep")
+    send("\3")
+    local killed = S.wait_until(function() return #S.pids_of({ "sleep", naptime }) == 0 end, 30, "Ctrl-C to end it")
+    local interrupted = shows("interrupted", "the REPL to report the interruption")
+    send("print(40 + 2)\n")
+    local alive = shows("[^%d]42\r?\n", "the REPL to answer after Ctrl-C")
+    send("\4")
     p:close()
-    local screen = S.read(dir .. "/screen")
-    assert.is_true(#before > 0, "the call was running")
-    assert.equal("", after)
-    assert.matches("interrupted", screen)
-    assert.matches("[^%d]42\r?\n", screen)
+    local seen = S.read(screen)
+    assert(running, seen)
+    assert(killed, seen)
+    assert(interrupted, seen)
+    assert(alive, seen)
   end)
 end)

@@ -206,6 +206,23 @@ describe("contract §2 envelopes", function()
     assert.is_nil(envelope.decode("{bad"))
   end)
 
+  it("a request's numeric id comes back exactly, to the last digit (found by spec/fuzz/envelope)", function()
+    for _, text in ipairs({ "1.6666666666666666e69", "12345678901234567", "0.1", "3.141592653589793", "-0.5" }) do
+      local req = assert(envelope.validate(assert(envelope.decode('{"pack":"nope","id":' .. text .. '}'))))
+      local back = json.decode(envelope.encode(envelope.refusal(req, 126, "x", "sandbox")))
+      assert.equal(req.id, back.id, text)
+    end
+    assert.equal('{"a":0.1}', json.encode({ a = 0.1 }))   -- and short where short is exact
+  end)
+
+  it("numbers outside JSON's grammar (nan, inf, hex) are invalid JSON (found by spec/fuzz/envelope)", function()
+    for _, text in ipairs({ "nan", "-inf", "Infinity", "0x10" }) do
+      local v, err = envelope.decode('{"pack":"jq","id":' .. text .. '}')
+      assert.is_nil(v, text)
+      assert.matches("^envelope: invalid JSON", err)
+    end
+  end)
+
   it("a non-zero exit is ok = false with \"exit: status N\" and keeps the output", function()
     local rt = assert(hcp.create({ pack_dirs = { "packs-examples/jq" } }))
     local res = rt:call({ pack = "jq", args = { "-n", "error(\"boom\")" } })
@@ -381,12 +398,23 @@ describe("contract §5 hcp.create", function()
   end)
 
   it("rt:call_all runs calls concurrently and returns results in order", function()
-    local root = S.pack(S.manifest("nap", "sh", { wrap = { args = { "-c", "sleep 0.3; echo $0" } } }))
-    local rt = assert(hcp.create({ pack_dirs = { root } }))
-    local results = rt:call_all({ { pack = "nap", id = 1 }, { pack = "nope", id = 2 }, { pack = "nap", id = 3 } })
+    -- a barrier in a directory both calls share (isolation "minimal": the
+    -- child may write there): each child marks its arrival and waits for the
+    -- other, so each sees two marks only if both ran at the same time
+    local script = 'cd "$1"; touch "arrived-$2"; ' .. S.sh_wait('[ $(ls arrived-* | wc -l) -ge 2 ]', 20)
+      .. '; echo "$2 saw $(ls arrived-* | wc -l)"'
+    local root = S.pack(S.manifest("nap", "sh", { wrap = { args = { "-c", script, "sh" } } }))
+    local rt = assert(hcp.create({ pack_dirs = { root }, isolation = "minimal" }))
+    local dir = S.tmpdir("barrier-")
+    local results = rt:call_all({ { pack = "nap", id = 1, args = { dir, "a" } }, { pack = "nope", id = 2 },
+      { pack = "nap", id = 3, args = { dir, "c" } } })
     assert.equal(1, results[1].id)
-    assert.is_true(results[1].ok)
+    assert.is_true(results[1].ok, results[1].error)
+    assert.equal("a saw 2\n", results[1].stdout)
+    assert.equal(2, results[2].id)
     assert.equal(126, results[2].exit)
-    assert.is_true(results[3].ok)
+    assert.equal(3, results[3].id)
+    assert.is_true(results[3].ok, results[3].error)
+    assert.equal("c saw 2\n", results[3].stdout)
   end)
 end)

@@ -25,22 +25,15 @@ local read = S.read
 
 local write = S.write
 
-local IS_ROOT = sh("id -u") == "0\n"
+local IS_ROOT = core.geteuid() == 0
+-- root whose capabilities count on the host (not root in a user namespace)
+local INIT_ROOT = not S.lacks("init_root")
 local RT_PID = core.getpid()
 
--- The build under test: make check runs the specs with its ASan hcp-lua.
-local BUILD = (os.getenv("HCP_SPEC_LUA") or ""):match("^(.*)/bin/hcp%-lua$")
-  or os.getenv("HCP_CORE_BUILD") or "build"
-local CWD = os.getenv("PWD") or io.popen("pwd"):read("l")
-local HCP_LUA = (BUILD:sub(1, 1) == "/" and BUILD or CWD .. "/" .. BUILD) .. "/bin/hcp-lua"
+-- The build under test (make check: its sanitized hcp-lua).
+local HCP_LUA = S.HCP_LUA
 
 local probe = core.probe()
-
---- Marks the running test pending, visibly, when the host lacks `layer`.
-local function need(layer)
-  local l = probe[layer]
-  if not l.available then pending(layer .. " unavailable: " .. tostring(l.reason)) end
-end
 
 -- One temporary root, 0755 so that `nobody` can reach the helper and the
 -- files of the user-namespace test; removed after the last test.
@@ -221,8 +214,9 @@ static int cmd_alloc(const char *mb)
     return 0;
 }
 
-/* forkmany <n>: children that sleep until killed; counts what failed. */
-static int cmd_forkmany(const char *count)
+/* forkmany <n> [go]: children that sleep until killed; counts what failed;
+ * then, given a file name, waits (at most 30 s) for that file before exiting. */
+static int cmd_forkmany(const char *count, const char *go)
 {
     int n = atoi(count), ok = 0, failed = 0;
     for (int i = 0; i < n; i++) {
@@ -231,6 +225,7 @@ static int cmd_forkmany(const char *count)
         if (pid < 0) failed++; else ok++;
     }
     printf("forked=%d failed=%d\n", ok, failed);
+    for (int i = 0; go && i < 3000 && access(go, F_OK) != 0; i++) usleep(10000);
     return 0;
 }
 
@@ -256,7 +251,7 @@ int main(int argc, char **argv)
     if (!strcmp(c, "serve") && argc == 5) return cmd_serve(argv + 2);
     if (!strcmp(c, "openmany")) return cmd_openmany();
     if (!strcmp(c, "alloc") && argc == 3) return cmd_alloc(argv[2]);
-    if (!strcmp(c, "forkmany") && argc == 3) return cmd_forkmany(argv[2]);
+    if (!strcmp(c, "forkmany") && (argc == 3 || argc == 4)) return cmd_forkmany(argv[2], argc == 4 ? argv[3] : NULL);
     if (!strcmp(c, "status")) return cmd_status();
     if (!strcmp(c, "segv")) { *(volatile int *)0 = 1; return 0; }
     return 2;
@@ -326,7 +321,7 @@ end
 --- Pids of live processes whose comm is `name`.
 local function by_comm(name)
   local found = {}
-  for pid in sh("ls /proc"):gmatch("(%d+)\n") do
+  for _, pid in ipairs(core.listdir("/proc") or {}) do
     local comm = read("/proc/" .. pid .. "/comm")
     local st = read("/proc/" .. pid .. "/stat")
     if comm == name .. "\n" and st and not st:match("^%d+ %b() Z") then found[#found + 1] = tonumber(pid) end
@@ -334,16 +329,26 @@ local function by_comm(name)
   return found
 end
 
-local function sleep_ms(ms)
-  os.execute("sleep " .. ms / 1000)
+--- Whether f() comes true within a generous deadline (30 s).
+local function eventually(f)
+  return S.wait_until(f, 30) ~= nil
 end
 
-local function eventually(f, ms)
-  for _ = 1, (ms or 3000) / 50 do
-    if f() then return true end
-    sleep_ms(50)
+--- Runs a shell that starts a setsid + double-fork escapee (a copy of sleep
+--- under a unique name) and is killed at a 2 s timeout; the spec watches for
+--- the escapee while the call runs. Returns its name, the result and whether
+--- it was seen running before the call ended.
+local function escapee(iso)
+  local name = string.format("hcpe%05d%04d", RT_PID % 100000, math.random(0, 9999))   -- comm keeps 15 bytes
+  assert(os.execute("cp /bin/sleep " .. q(tmp() .. "/" .. name)))
+  local p = assert(spawn({ "/bin/sh", "-c", "setsid sh -c '" .. tmp() .. "/" .. name .. " 60 &'; sleep 60" }, iso,
+                         { timeout_ms = 2000 }))
+  local seen = false
+  while not p:done() do
+    seen = seen or #by_comm(name) > 0
+    p:wait(10)
   end
-  return f()
+  return name, p:wait(), seen
 end
 
 describe("hcp.core isolation", function()
@@ -367,18 +372,48 @@ describe("hcp.core isolation", function()
       end
     end)
 
-    it("is computed once per process", function()
-      local t0 = core.monotonic_us()
+    S.it("cc", "is computed once per process", function()
       local again = core.probe()
-      assert.is_true(core.monotonic_us() - t0 < 2000)
       assert.same(probe, again)
       assert.are_not.equal(probe, again)   -- a fresh table: callers may keep and edit theirs
+      -- a fresh process, its fork() calls counted on stderr by a preloaded
+      -- library: the probe forks on the first call, never on the later ones
+      local lib = tmp() .. "/forkcount.so"
+      write(tmp() .. "/forkcount.c", [[
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <sys/types.h>
+#include <unistd.h>
+pid_t fork(void)
+{
+    static pid_t (*real)(void);
+    if (!real) real = (pid_t (*)(void))dlsym(RTLD_NEXT, "fork");
+    if (write(2, "fork\n", 5) < 0) return -1;
+    return real();
+}
+]])
+      local out, ok = sh("cc -shared -fPIC -o " .. q(lib) .. " " .. q(tmp() .. "/forkcount.c") .. " -ldl 2>&1")
+      assert(ok, out)
+      local code = 'local c = require("hcp.core") c.probe() io.stderr:write("mark\\n") c.probe() c.probe()'
+      out = sh(string.format("LUA_CPATH=%s LD_PRELOAD=%s ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 %s -e %s 2>&1",
+        q(S.CPATH), q(lib), S.LUA, q(code)))
+      local first, later = out:match("^(.*)mark\n(.*)$")
+      assert.is_string(first, out)
+      assert.matches("^fork\n", first)
+      assert.equals("", later)
     end)
 
-    it("finds on this host, as root, every layer a CI runner has", function()
-      if not IS_ROOT then pending("root only") end
-      for _, layer in ipairs({ "seccomp", "netns", "pidns", "userns", "caps", "rlimits" }) do
+    S.it("root", "finds on this host, as root, every layer a CI runner has", function()
+      for _, layer in ipairs({ "seccomp", "netns", "pidns", "caps", "rlimits" }) do
         assert.is_true(probe[layer].available, layer .. ": " .. tostring(probe[layer].reason))
+      end
+      -- user namespaces exactly when the host allows them (a container may not)
+      local max = tonumber(read("/proc/sys/user/max_user_namespaces") or "")
+      if max == 0 then
+        assert.is_false(probe.userns.available)
+        assert.matches("user namespace", probe.userns.reason)
+      else
+        assert.is_true(probe.userns.available, "userns: " .. tostring(probe.userns.reason))
       end
     end)
   end)
@@ -450,10 +485,9 @@ describe("hcp.core isolation", function()
     end)
   end)
 
-  describe("landlock", function()
+  S.describe("landlock", "landlock", function()
     local base, allowed, secret, work
     before_each(function()
-      need("landlock")
       base = assert(core.mkdtemp(tmp(), "ll-"))
       allowed, secret, work = base .. "/allowed", base .. "/secret", base .. "/work"
       for _, d in ipairs({ allowed, secret, work }) do assert(core.mkdir(d)) end
@@ -548,15 +582,13 @@ describe("hcp.core isolation", function()
       assert.matches("^Name:\t%a+\nruntime%-hidden\n$", r.stdout)
     end)
 
-    it("works with pidns: the new /proc is readable when /proc is listed", function()
-      need("pidns")
+    S.it("pidns", "works with pidns: the new /proc is readable when /proc is listed", function()
       local r = ll("grep -c . /proc/self/status >/dev/null && echo proc-ok; echo $$", { "/proc" }, nil, { pidns = true })
       assert.equals("proc-ok\n2\n", r.stdout)
     end)
   end)
 
-  describe("seccomp", function()
-    before_each(function() need("seccomp") end)
+  S.describe("seccomp", "seccomp", function()
 
     it("refuses ptrace, mount, bpf, keyctl, io_uring, user namespaces... with EPERM", function()
       local r = kv(run({ helper(), "syscalls", mnt() }, { seccomp = true }).stdout)
@@ -571,8 +603,7 @@ describe("hcp.core isolation", function()
       assert.equals(0, r.getpid)
     end)
 
-    it("without the filter, root could do those (the test means something)", function()
-      if not IS_ROOT then pending("root only") end
+    S.it({ "root", "userns" }, "without the filter, root could do those (the test means something)", function()
       local r = kv(run({ helper(), "syscalls", mnt() }).stdout)
       assert.equals(0, r.ptrace_traceme)
       assert.equals(0, r.unshare_user)
@@ -586,7 +617,7 @@ describe("hcp.core isolation", function()
       assert.equals(EPERM, r.tiocsti_stdin)
       assert.equals(EPERM, r.tioclinux)
       assert.equals(0, r.fionread)
-      if IS_ROOT then   -- as root, with CAP_SYS_ADMIN, the kernel itself allows TIOCSTI on a pty
+      if INIT_ROOT then   -- as root, with CAP_SYS_ADMIN on the host, the kernel itself allows TIOCSTI on a pty
         local bare = kv(run({ helper(), "ioctls" }).stdout)
         assert.equals(0, bare.tiocsti)
         assert.equals(0, bare.tiocsti_hi)
@@ -631,8 +662,7 @@ describe("hcp.core isolation", function()
     end
 
     for _, host in ipairs({ "127.0.0.1", "::1" }) do
-      it("cuts the child off a server on the host's " .. host, function()
-        need("netns")
+      S.it("netns", "cuts the child off a server on the host's " .. host, function()
         local port = serve(host)
         if not port then pending("this host cannot listen on " .. host) end
         local open = kv(run({ helper(), "connect", host, tostring(port) }).stdout)
@@ -643,8 +673,7 @@ describe("hcp.core isolation", function()
       end)
     end
 
-    it("gives the child one loopback, down", function()
-      need("netns")
+    S.it("netns", "gives the child one loopback, down", function()
       local r = shell("cat /proc/net/dev", { netns = true })
       local ifaces = {}
       for name in r.stdout:gmatch("\n%s*([%w@._-]+):") do ifaces[#ifaces + 1] = name end
@@ -652,8 +681,7 @@ describe("hcp.core isolation", function()
     end)
   end)
 
-  describe("pidns", function()
-    before_each(function() need("pidns") end)
+  S.describe("pidns", "pidns", function()
 
     it("runs the child as pid 2 under hcp-init, with its own /proc", function()
       local r = shell("echo $$; cat /proc/1/comm; ls /proc | grep -E '^[0-9]+$'", { pidns = true })
@@ -699,18 +727,15 @@ describe("hcp.core isolation", function()
     end)
 
     it("kills a setsid + double-fork escapee at timeout", function()
-      local name = "hcpesc" .. math.random(100000, 999999)
-      assert(os.execute("cp /bin/sleep " .. q(tmp() .. "/" .. name)))
-      local r = shell("setsid sh -c '" .. tmp() .. "/" .. name .. " 60 &'; sleep 60", { pidns = true },
-                      { timeout_ms = 300 })
+      local name, r, seen = escapee({ pidns = true })
+      assert.is_true(seen, "the escapee never started before the timeout")
       assert.is_true(r.timed_out)
       assert.is_true(eventually(function() return #by_comm(name) == 0 end), "the escapee survived")
     end)
 
     it("(without the layer, that escapee survives the timeout)", function()
-      local name = "hcpesc" .. math.random(100000, 999999)
-      assert(os.execute("cp /bin/sleep " .. q(tmp() .. "/" .. name)))
-      local r = shell("setsid sh -c '" .. tmp() .. "/" .. name .. " 60 &'; sleep 60", nil, { timeout_ms = 300 })
+      local name, r, seen = escapee(nil)
+      assert.is_true(seen, "the escapee never started before the timeout")
       assert.is_true(r.timed_out)
       local left = by_comm(name)
       for _, pid in ipairs(left) do os.execute("kill -9 " .. pid) end
@@ -722,16 +747,14 @@ describe("hcp.core isolation", function()
       assert.same({ nil, "spawn: chdir: No such file or directory", ENOENT }, { p, msg, err })
     end)
 
-    it("combines with netns, caps and seccomp", function()
-      need("netns"); need("caps"); need("seccomp")
+    S.it({ "netns", "caps", "seccomp" }, "combines with netns, caps and seccomp", function()
       local r = shell("echo $$; grep -E '^(CapEff|Seccomp):' /proc/self/status; cat /proc/net/dev | grep -c :",
                       { pidns = true, netns = true, caps = true, seccomp = true })
       assert.matches("^2\nCapEff:%s*0+\nSeccomp:%s*2\n1\n$", r.stdout)
     end)
   end)
 
-  describe("caps", function()
-    before_each(function() need("caps") end)
+  S.describe("caps", "caps", function()
 
     it("leaves no capability in any set, for the child and what it execs", function()
       -- grep is a uid-0 program exec'd by the child
@@ -745,16 +768,14 @@ describe("hcp.core isolation", function()
       end
     end)
 
-    it("locks securebits so that uid 0 cannot regain capabilities on exec", function()
-      if not IS_ROOT then pending("root only") end
+    S.it("root", "locks securebits so that uid 0 cannot regain capabilities on exec", function()
       local r = kv(run({ helper(), "status" }, { caps = true }).stdout)
       -- NOROOT, NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE, each locked; KEEP_CAPS locked off
       assert.equals(0xef, r.securebits & 0xef)
       assert.equals(0, r.securebits & 0x10)
     end)
 
-    it("a setuid-root binary gains nothing", function()
-      if not IS_ROOT then pending("root only (the binary must belong to root)") end
+    S.it("root", "a setuid-root binary gains nothing (the binary must belong to root)", function()
       local suid = tmp() .. "/suid-status"
       assert(os.execute("cp " .. q(helper()) .. " " .. q(suid) .. " && chmod 4755 " .. q(suid)))
       local r = run({ suid, "status" }, { caps = true })
@@ -763,8 +784,7 @@ describe("hcp.core isolation", function()
     end)
   end)
 
-  describe("rlimits", function()
-    before_each(function() need("rlimits") end)
+  S.describe("rlimits", "rlimits", function()
 
     it("fsize_mb stops a big write with SIGXFSZ", function()
       local f = tmp() .. "/big-" .. math.random(1e9)
@@ -786,21 +806,20 @@ describe("hcp.core isolation", function()
     end)
 
     it("cpu_s stops a busy loop with SIGXCPU", function()
-      local r = shell("while :; do :; done", { rlimits = { cpu_s = 1 } }, { timeout_ms = 10000 })
+      local r = shell("while :; do :; done", { rlimits = { cpu_s = 1 } }, { timeout_ms = 120000 })
       assert.is_false(r.timed_out)
       assert.is_true(r.signal == SIGXCPU or r.signal == SIGKILL, tostring(r.signal))
     end)
 
-    it("nproc bounds the processes of a non-root user", function()
-      if IS_ROOT then pending("nproc: uid 0 is exempt from RLIMIT_NPROC (the nobody run covers it)") end
+    -- uid 0 is exempt from RLIMIT_NPROC: as root, the nobody run below covers it
+    S.it("nonroot", "nproc bounds the processes of a non-root user", function()
       local r = kv(run({ helper(), "forkmany", "50" }, { rlimits = { nproc = 10 } }).stdout)
       assert.is_true(r.failed > 0)
     end)
   end)
 
   describe("cgroup", function()
-    it("stops a fork bomb with pids.max = 20; the runtime stays responsive; all is cleaned up", function()
-      need("cgroup")
+    S.it("cgroup", "stops a fork bomb with pids.max = 20; the runtime stays responsive; all is cleaned up", function()
       local dir = probe.cgroup.path .. "/hcp-spec-" .. RT_PID .. "-" .. math.random(1e6)
       assert(core.mkdir(dir))
       finally(function() core.rmdir(dir) end)
@@ -808,10 +827,16 @@ describe("hcp.core isolation", function()
       local joined = shell("cat /proc/self/cgroup", { cgroup = dir }).stdout
       assert.matches(dir:sub(#probe.cgroup.path + 1), joined, 1, true)
 
-      local p = assert(spawn({ helper(), "forkmany", "200" }, { cgroup = dir }))
-      local t0 = core.monotonic_us()
-      assert.equals(0, run({ "/bin/true" }).exit)   -- outside the cgroup, no wait
-      assert.is_true(core.monotonic_us() - t0 < 2e6)
+      -- the helper keeps its cgroup full until the spec has spawned beside it
+      local go = tmp() .. "/go-" .. math.random(1e9)
+      local p = assert(spawn({ helper(), "forkmany", "200", go }, { cgroup = dir }))
+      assert.is_true(eventually(function()
+        local procs = read(dir .. "/cgroup.procs") or ""
+        return select(2, procs:gsub("\n", "")) >= 20
+      end), "the fork bomb never filled its cgroup")
+      assert.equals(0, run({ "/bin/true" }).exit)   -- outside the cgroup, a spawn still works
+      assert.is_false(p:done())
+      write(go, "")
       local r = kv(p:wait().stdout)
       assert.is_true(r.forked < 20, "forked " .. tostring(r.forked))
       assert.is_true(r.failed > 180, "failed " .. tostring(r.failed))
@@ -836,11 +861,11 @@ describe("hcp.core isolation", function()
   end)
 
   describe("as an unprivileged user (the user-namespace path)", function()
-    it("netns, pidns, caps, landlock, seccomp and nproc hold for nobody", function()
-      if not IS_ROOT then pending("runs as root, to become nobody") end
-      if not sh("command -v runuser"):match("runuser") then pending("no runuser") end
+    -- root of the host, to become nobody (in a user namespace, nobody is not
+    -- mapped), and a build that nobody can run
+    S.it({ "init_root", "nobody", "nobody_runs_build" }, "netns, pidns, caps, landlock, seccomp and nproc hold for nobody",
+      function()
       local nb = read("/etc/passwd"):match("\nnobody:[^:]*:(%d+):(%d+):")
-      if not nb then pending("no nobody user") end
       local secret = tmp() .. "/nb-secret"
       assert(core.mkdir(secret))
       write(secret .. "/key", "s3cret\n")
@@ -886,8 +911,10 @@ describe("hcp.core isolation", function()
                          .. q(secret) .. " " .. q(suid) .. " " .. q(table.concat(SYS_READ, ":")) .. " 2>&1")
       assert(ok, out)
       local r = kv(out)
-      assert.equals("true", r.probe_userns, out)
-      if r.probe_netns ~= "true" or r.probe_pidns ~= "true" then pending("namespaces unavailable to nobody: " .. out) end
+      -- decided by what nobody's probe says (the host may deny nobody user namespaces)
+      if r.probe_userns ~= "true" or r.probe_netns ~= "true" or r.probe_pidns ~= "true" then
+        pending("namespaces unavailable to nobody: " .. out)
+      end
       assert.equals(2, r.nspid)
       assert.equals(1, r.ifaces)
       assert.equals("hidden", r.environ)

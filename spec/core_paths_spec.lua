@@ -7,11 +7,8 @@ local S = require("support")
 
 local ENOENT, EACCES, ENOTDIR, EXDEV, ELOOP = 2, 13, 20, 18, 40
 
--- The build under test: make check runs the specs with its ASan hcp-lua.
-local BUILD = (os.getenv("HCP_SPEC_LUA") or ""):match("^(.*)/bin/hcp%-lua$")
-  or os.getenv("HCP_CORE_BUILD") or "build"
-local CWD = os.getenv("PWD") or io.popen("pwd"):read("l")
-local HCP_LUA = (BUILD:sub(1, 1) == "/" and BUILD or CWD .. "/" .. BUILD) .. "/bin/hcp-lua"
+-- The build under test (make check: its sanitized hcp-lua).
+local HCP_LUA = S.HCP_LUA
 
 local q = S.q
 

@@ -1,16 +1,11 @@
 -- spec/core_spawn_spec.lua — hcp.core's spawning half (src/spawn.c,
 -- src/spawn_child.c): core.spawn, the proc handle, core.wait_any, core.signame.
 local core = require("hcp.core")
+local S = require("support")
 
 local EINVAL, ENOENT, EACCES, ESRCH, EXDEV = 22, 2, 13, 3, 18
 
--- Wall clock with /proc/uptime's 10 ms resolution (stock Lua has none finer).
-local function now()
-  local f = assert(io.open("/proc/uptime"))
-  local s = f:read("n")
-  f:close()
-  return s
-end
+local now = S.now
 
 local function spawn(opts)
   opts.env = opts.env or {}
@@ -42,28 +37,23 @@ local function stat(pid)
   return { state = state, ppid = tonumber(ppid), pgrp = tonumber(pgrp), session = tonumber(session) }
 end
 
--- Live (non-zombie) processes whose process group is pgid.
-local function group_members(pgid)
-  local found = {}
-  local ls = io.popen("ls /proc")
-  for name in ls:lines() do
-    if name:match("^%d+$") then
-      local st = stat(name)
-      if st and st.pgrp == pgid and st.state ~= "Z" then found[#found + 1] = tonumber(name) end
-    end
-  end
-  ls:close()
-  return found
-end
+local group_members = S.group_members
 
 -- The group may take a moment to finish dying after SIGKILL.
 local function group_gone(pgid)
-  local deadline = now() + 1
-  repeat
-    if #group_members(pgid) == 0 then return true end
-    os.execute("sleep 0.02")
-  until now() > deadline
-  return false
+  return S.wait_until(function() return #group_members(pgid) == 0 end, 30, "process group " .. pgid .. " to end")
+end
+
+-- A shell fragment that waits for `file` to exist (at most 30 s).
+local function until_exists(file)
+  return S.sh_wait("[ -e " .. S.q(file) .. " ]")
+end
+
+-- A fresh name for a file that does not exist yet, in this run's temp dir.
+local seq = 0
+local function fresh_name(what)
+  seq = seq + 1
+  return S.tmpdir("spawn-") .. "/" .. what .. "-" .. seq
 end
 
 local function tmpfile(content, mode)
@@ -219,9 +209,9 @@ describe("hcp.core spawning", function()
 
     it("kills the child when its parent dies (PDEATHSIG)", function()
       -- stock lua5.4 with build/'s core, or (make check) the ASan hcp-lua
-      local S = require("support")
       local interp = S.LUA:sub(1, 1) == "/" and S.LUA or "/usr/bin/" .. S.LUA
-      local env = { LUA_CPATH = S.REPO .. "/" .. S.CPATH }
+      local cpath = S.CPATH:sub(1, 1) == "/" and S.CPATH or S.REPO .. "/" .. S.CPATH
+      local env = { LUA_CPATH = cpath }
       env.LD_PRELOAD = os.getenv("LD_PRELOAD")       -- sanitizer runs
       env.ASAN_OPTIONS = os.getenv("ASAN_OPTIONS")
       local lua = [[
@@ -234,13 +224,10 @@ describe("hcp.core spawning", function()
       local r = run{ argv = { interp, "-e", lua }, env = env }
       assert.same(0, r.exit, r.stderr)
       local pid = assert(tonumber(r.stdout:match("^(%d+)\n$")))
-      local deadline, st = now() + 2
-      repeat
-        st = stat(pid)
-        if not st or st.state == "Z" then break end
-        os.execute("sleep 0.02")
-      until now() > deadline
-      assert.is_true(st == nil or st.state == "Z")
+      assert(S.wait_until(function()
+        local st = stat(pid)
+        return st == nil or st.state == "Z"
+      end, 30, "the orphaned sleep " .. pid .. " to die"))
     end)
   end)
 
@@ -363,10 +350,12 @@ describe("hcp.core spawning", function()
   end)
 
   describe("timeouts and process groups", function()
+    -- The children would sleep 120 s: returning within 60 s is a generous
+    -- deadline that only a hang misses, not a measurement.
     it("kills a child at timeout_ms with SIGTERM", function()
       local t0 = now()
-      local r = run{ argv = { "/bin/sleep", "10" }, timeout_ms = 200 }
-      assert.is_true(now() - t0 < 3)
+      local r = run{ argv = { "/bin/sleep", "120" }, timeout_ms = 200 }
+      assert.is_true(now() - t0 < 60)
       assert.is_true(r.timed_out)
       assert.same(15, r.signal)
       assert.same(143, r.exit)
@@ -374,10 +363,11 @@ describe("hcp.core spawning", function()
 
     it("escalates to SIGKILL for a group that ignores SIGTERM", function()
       local t0 = now()
-      local p = assert(spawn(sh('trap "" TERM; (trap "" TERM; sleep 30) & sleep 30',
-        { timeout_ms = 200, kill_grace_ms = 500 })))
+      -- 1.5 s: time for the shell to set its trap before the TERM, even on a loaded machine
+      local p = assert(spawn(sh('trap "" TERM; (trap "" TERM; sleep 120) & sleep 120',
+        { timeout_ms = 1500, kill_grace_ms = 500 })))
       local r = p:wait()
-      assert.is_true(now() - t0 < 3)
+      assert.is_true(now() - t0 < 60)
       assert.is_true(r.timed_out)
       assert.same(9, r.signal)
       assert.same(137, r.exit)
@@ -386,9 +376,9 @@ describe("hcp.core spawning", function()
 
     it("does not hang on a grandchild that holds stdout, and kills it", function()
       local t0 = now()
-      local p = assert(spawn(sh("sleep 30 & echo hi")))
+      local p = assert(spawn(sh("sleep 120 & echo hi")))
       local r = p:wait()
-      assert.is_true(now() - t0 < 2)
+      assert.is_true(now() - t0 < 60)
       assert.same("hi\n", r.stdout)
       assert.same(0, r.exit)
       assert.is_false(r.timed_out)
@@ -423,11 +413,13 @@ describe("hcp.core spawning", function()
 
   describe("proc", function()
     it("wait(timeout) returns nil, 'timeout' while running, then the result", function()
-      local p = assert(spawn{ argv = { "/bin/sleep", "0.3" } })
+      local go = fresh_name("go")
+      local p = assert(spawn(sh(until_exists(go) .. "; [ -e " .. S.q(go) .. " ]")))
       assert.same({ nil, "timeout" }, { p:wait(20) })
       assert.is_false(p:done())
+      S.write(go, "")
       local r = p:wait()
-      assert.same(0, r.exit)
+      assert.same(0, r.exit)   -- it saw the file: it was still running when wait(20) gave up
       assert.is_true(p:done())
     end)
 
@@ -444,11 +436,26 @@ describe("hcp.core spawning", function()
     end)
 
     it("kill sends a named signal to the group", function()
-      local p = assert(spawn{ argv = { "/bin/sleep", "30" } })
+      -- Two subshells log the TERM they receive; the leader passes no signal
+      -- on, and on its own TERM waits for their two lines before dying of
+      -- TERM itself (the core ends the rest of the group once it is gone).
+      local logfile = fresh_name("log")
+      local log = S.q(logfile)
+      local member = string.format([[(trap 'echo term >> %s; exit 0' TERM; echo ready >> %s; sleep 120 & wait) & ]],
+        log, log)
+      local leader = string.format([[trap '%s; trap - TERM; kill -TERM $$' TERM; echo ready >> %s; wait]],
+        S.sh_wait("[ $(grep -c term " .. log .. ") -ge 2 ]"), log)
+      local p = assert(spawn(sh(member .. member .. leader)))
+      local function count(word) return select(2, (S.read(logfile) or ""):gsub(word, "")) end
+      assert(S.wait_until(function() return count("ready") == 3 end, 30, "the three traps to be set"))
+      assert(S.wait_until(function() return #group_members(p:pid()) >= 5 end, 30,
+        "sh, two subshells and their sleeps in the group"))
       assert.is_true(p:kill("TERM"))
       local r = p:wait()
       assert.same(15, r.signal)
       assert.is_false(r.timed_out)
+      assert.equal(2, count("term"))
+      assert.is_true(group_gone(p:pid()))
     end)
 
     it("kill accepts SIG-prefixed names and numbers, default KILL", function()
@@ -476,14 +483,24 @@ describe("hcp.core spawning", function()
     end)
 
     it("__close kills a running child and its group", function()
-      local pid
+      local pid, members
       do
-        local p <close> = assert(spawn(sh("sleep 30 & sleep 30")))
+        -- sh, two sleeps, a subshell and its sleep (a grandchild of sh)
+        local p <close> = assert(spawn(sh("sleep 120 & sleep 120 & (sleep 120 & wait) & wait")))
         pid = p:pid()
-        os.execute("sleep 0.05")
-        assert.is_true(#group_members(pid) >= 1)
+        members = assert(S.wait_until(function()
+          local m = group_members(pid)
+          return #m >= 5 and m
+        end, 30, "five members in the group"))
+        local grandchild = false
+        for _, m in ipairs(members) do
+          local st = stat(m)
+          if st and st.ppid ~= pid and m ~= pid then grandchild = true end
+        end
+        assert.is_true(grandchild, "no member of the group is a grandchild")
       end
       assert.is_true(group_gone(pid))
+      for _, m in ipairs(members) do assert.is_false(S.alive(m), "member " .. m .. " survived") end
     end)
 
     it("__close is idempotent and keeps a finished result", function()
@@ -506,25 +523,36 @@ describe("hcp.core spawning", function()
   end)
 
   describe("wait_any", function()
-    it("returns the shortest of concurrent sleeps first", function()
-      local a = assert(spawn{ argv = { "/bin/sleep", "0.6" } })
-      local b = assert(spawn{ argv = { "/bin/sleep", "0.1" } })
-      local c = assert(spawn{ argv = { "/bin/sleep", "0.4" } })
+    it("returns the one of concurrent procs that ended first, and only it", function()
+      -- each child ends when its file appears; the spec decides the order
+      local fa, fb, fc = fresh_name("a"), fresh_name("b"), fresh_name("c")
+      local a = assert(spawn(sh(until_exists(fa))))
+      local b = assert(spawn(sh(until_exists(fb))))
+      local c = assert(spawn(sh(until_exists(fc))))
+      assert.same({}, core.wait_any({ a, b, c }, 50))
+      S.write(fb, "")
       local first = core.wait_any({ a, b, c })
       assert.same(1, #first)
       assert.equal(b, first[1])
       assert.is_true(b:done())
       assert.is_false(a:done())
+      S.write(fc, "")
       local rest = core.wait_any({ a, c })
       assert.equal(c, rest[1])
       assert.same(1, #rest)
+      S.write(fa, "")
       assert.equal(a, core.wait_any({ a })[1])
     end)
 
     it("drives concurrent procs in one loop", function()
-      local t0 = now()
+      -- a barrier: each child marks its arrival and waits for all three, so
+      -- each prints 3 only if the three ran at the same time
+      local dir = S.tmpdir("barrier-")
+      local script = string.format("touch %s/$$; %s; ls %s | wc -l", S.q(dir),
+        S.sh_wait("[ $(ls " .. S.q(dir) .. " | wc -l) -ge 3 ]"), S.q(dir))
       local pending = {}
-      for i = 1, 3 do pending[i] = assert(spawn{ argv = { "/bin/sleep", "0.3" } }) end
+      for i = 1, 3 do pending[i] = assert(spawn(sh(script))) end
+      local all = { table.unpack(pending) }
       local finished = 0
       while #pending > 0 do
         local returned = {}
@@ -536,7 +564,7 @@ describe("hcp.core spawning", function()
         pending = still
       end
       assert.same(3, finished)
-      assert.is_true(now() - t0 < 0.8)
+      for _, p in ipairs(all) do assert.equal("3", (p:wait().stdout:gsub("%s+", ""))) end
     end)
 
     it("drives the output of every proc while waiting", function()
@@ -568,14 +596,10 @@ describe("hcp.core spawning", function()
   end)
 
   describe("resources", function()
+    -- Counted in-process: listdir's own descriptor is in every count alike
+    -- (a popen'ed ls would see popen's pipe end too, some of the time).
     local function open_fds()
-      local f = assert(io.open("/proc/self/stat"))   -- opened by this process
-      local pid = f:read("a"):match("^(%d+)")
-      f:close()
-      local n, ls = 0, io.popen("ls /proc/" .. pid .. "/fd")
-      for _ in ls:lines() do n = n + 1 end
-      ls:close()
-      return n
+      return #assert(core.listdir("/proc/self/fd"))
     end
 
     it("leaks no descriptor on any path", function()

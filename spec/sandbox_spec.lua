@@ -324,7 +324,7 @@ describe("§10.3 Native-local", function()
 end)
 
 describe("§10.4 Stronger isolation", function()
-  it("10.4.2 asking for a layer the driver cannot give fails closed at create, naming it", function()
+  S.it("bwrap", "10.4.2 asking for a layer the driver cannot give fails closed at create, naming it", function()
     local rt, err = hcp.create({ isolation = { "landlock" }, driver = "bwrap" })
     assert.is_nil(rt)
     assert.matches('^sandbox: isolation "landlock" unavailable', err)

@@ -117,17 +117,231 @@ function S.group_members(pgid)
   return out
 end
 
-S.REPO = (function()
-  local p = io.popen("pwd")
-  local d = p:read("l")
-  p:close()
-  return d
-end)()
+--- Live processes whose command line is exactly `argv` (in any pid
+--- namespace: /proc of the host sees them all).
+---@param argv string[]
+---@return integer[]
+function S.pids_of(argv)
+  local want = table.concat(argv, "\0") .. "\0"
+  local found = {}
+  for _, name in ipairs(core.listdir("/proc") or {}) do
+    if name:match("^%d+$") and S.read("/proc/" .. name .. "/cmdline") == want and S.alive(name) then
+      found[#found + 1] = tonumber(name)
+    end
+  end
+  return found
+end
 
+S.REPO = assert(core.getcwd())   -- busted runs from the checkout
+
+-- ---------------------------------------------------------------------------
+-- The build under test. One place for every spec: make test leaves it at
+-- build/, make check and make valgrind set HCP_BUILD (absolute, or relative
+-- to the checkout) to their own build directory.
+-- ---------------------------------------------------------------------------
+local build = os.getenv("HCP_BUILD") or "build"
+S.BUILD = build:sub(1, 1) == "/" and build or S.REPO .. "/" .. build
+S.HCP_LUA = S.BUILD .. "/bin/hcp-lua"
+S.HCP = S.BUILD .. "/bin/hcp"
+S.HCPX = S.BUILD .. "/bin/hcpx"
+-- The C module's search path: relative to the checkout when the build is
+-- in it, as it always was (`cd S.REPO && ...` and S.REPO .. "/" .. S.CPATH
+-- both work), absolute when HCP_BUILD points elsewhere.
+local in_repo = S.BUILD:sub(1, #S.REPO + 1) == S.REPO .. "/"
+S.CPATH = (in_repo and S.BUILD:sub(#S.REPO + 2) or S.BUILD) .. "/lib/lua/5.4/?.so"
 -- The interpreter for specs that start a second Lua process: stock lua5.4
--- with the C module from build/, or (make check) the ASan-built hcp-lua,
+-- with the C module of the build, or (make check) the sanitized hcp-lua,
 -- which has the instrumented core preloaded.
 S.LUA = os.getenv("HCP_SPEC_LUA") or "lua5.4"
-S.CPATH = "build/lib/lua/5.4/?.so"
+-- What a stock lua5.4 needs preloaded to load a sanitized core.so (set by
+-- make check; empty otherwise).
+S.PRELOAD = os.getenv("HCP_SPEC_PRELOAD") or ""
+
+-- ---------------------------------------------------------------------------
+-- Waiting without fixed sleeps: poll the condition with a generous deadline.
+-- ---------------------------------------------------------------------------
+
+--- Seconds on the monotonic clock.
+function S.now()
+  return core.monotonic_us() / 1e6
+end
+
+-- luasystem (a dependency of busted) sleeps in-process; sleep(1) otherwise.
+local has_system, system = pcall(require, "system")
+--- Sleep `s` seconds (a short pause inside a polling loop, never a wait
+--- for something to happen: use S.wait_until for that).
+function S.sleep(s)
+  if has_system and system.sleep then
+    system.sleep(s)
+  else
+    os.execute("sleep " .. s)
+  end
+end
+
+--- Poll `fn` every 10 ms until it returns a truthy value, for at most
+--- `timeout_s` seconds (default 30: a deadline for a loaded machine, not a
+--- measurement). Returns that value, or nil and "timed out after N s
+--- waiting for <what>" (fn is tried once more at the deadline).
+---@param fn fun(): any
+---@param timeout_s number?
+---@param what string?
+function S.wait_until(fn, timeout_s, what)
+  timeout_s = timeout_s or 30
+  local deadline = S.now() + timeout_s
+  repeat
+    local v = fn()
+    if v then return v end
+    S.sleep(0.01)
+  until S.now() > deadline
+  local v = fn()
+  if v then return v end
+  return nil, string.format("timed out after %g s waiting for %s", timeout_s, what or "a condition")
+end
+
+--- A shell loop for a child: wait (polling every 10 ms, at most `timeout_s`
+--- seconds) until the shell condition `cond` holds.
+---@param cond string e.g. '[ -e go ]'
+---@param timeout_s number?
+function S.sh_wait(cond, timeout_s)
+  return string.format("_i=0; until %s; do [ $_i -ge %d ] && break; _i=$((_i+1)); sleep 0.01; done",
+    cond, (timeout_s or 30) * 100)
+end
+
+-- ---------------------------------------------------------------------------
+-- Host features. A spec that needs one the host lacks is declared pending,
+-- with the reason, when it is defined (busted 2.1 ignores pending() called
+-- from before_each, so a guard there runs the spec anyway).
+-- ---------------------------------------------------------------------------
+
+local function have_cmd(cmd)
+  local _, code = S.sh("command -v " .. cmd .. " >/dev/null 2>&1")
+  return code == 0
+end
+
+local function command(cmd, why)
+  return function()
+    if not have_cmd(cmd) then return "needs " .. cmd .. (why and " (" .. why .. ")" or "") end
+  end
+end
+
+-- Root whose uid 0 is the host's: full uid map, so it can chown to any user,
+-- and its capabilities count outside any user namespace.
+local function init_root()
+  if core.geteuid() ~= 0 then return "needs root (running as uid " .. core.geteuid() .. ")" end
+  local map = S.read("/proc/self/uid_map") or ""
+  if not map:match("^%s*0%s+0%s+4294967295%s*$") then
+    return "needs root of the initial user namespace (this root is in a user namespace: uid_map "
+      .. (map:gsub("%s+", " "):gsub("^ ", ""):gsub(" $", "")) .. ")"
+  end
+end
+
+local FEATURES = {
+  root = function()
+    if core.geteuid() ~= 0 then return "needs root (running as uid " .. core.geteuid() .. ")" end
+  end,
+  nonroot = function()
+    if core.geteuid() == 0 then return "needs a user who is not root" end
+  end,
+  init_root = init_root,
+  nobody = function()
+    if not (S.read("/etc/passwd") or ""):match("\nnobody:") then return "needs a user named nobody" end
+  end,
+  -- nobody can run the build under test and load its modules (a checkout
+  -- under /root, say, is out of its reach)
+  nobody_runs_build = function()
+    local why = init_root()
+    if why then return why end
+    if not have_cmd("runuser") then return "needs runuser (to act as nobody)" end
+    local out, code = S.sh("cd / && runuser -u nobody -- " .. S.q(S.HCP_LUA) .. " -e 'require(\"hcp\")' 2>&1")
+    if code ~= 0 then
+      return "nobody cannot run " .. S.HCP_LUA .. " from this checkout: " .. out:gsub("%s+$", "")
+    end
+  end,
+  bwrap = function()
+    local rt, err = require("hcp").create({ driver = "bwrap" })
+    if not rt then return "bwrap unavailable: " .. tostring(err) end
+    rt:close()
+  end,
+  -- the default runtime's child reads /proc (Landlock allows it only with
+  -- the child's own pid namespace)
+  child_proc = function()
+    local rt = assert(require("hcp").create({ allow_bins = { "cat" } }))
+    local res = rt:exec({ bin = "cat", args = { "/proc/self/status" } })
+    rt:close()
+    if not res.ok then
+      return "the sandboxed child cannot read /proc here (" .. tostring(res.stderr or res.error):gsub("%s+$", "")
+        .. "; layers " .. table.concat(res.isolation or {}, ",") .. ")"
+    end
+  end,
+  cc = command("cc", "a C compiler builds the spec's helper"),
+  python3 = command("python3", "it drives a pseudo-terminal"),
+  script = command("script", "util-linux script(1) gives a pseudo-terminal"),
+  runuser = command("runuser", "to act as another user"),
+  groff = command("groff"),
+  pgrep = command("pgrep"),
+}
+for _, layer in ipairs({ "landlock", "seccomp", "netns", "pidns", "userns", "caps", "rlimits", "cgroup" }) do
+  FEATURES[layer] = function()
+    local l = core.probe()[layer]
+    if not l.available then return layer .. " unavailable: " .. tostring(l.reason) end
+  end
+end
+
+-- "layer:<name>": the default runtime applies that layer to its calls
+-- (hcp.create{} layers, with hcp.doctor()'s reason when it does not).
+local function runtime_layer(name)
+  local rt = assert(require("hcp").create({}))
+  for _, l in ipairs(rt:layers()) do
+    if l == name then return nil end
+  end
+  for _, l in ipairs(require("hcp").doctor().layers) do
+    if l.name == name then return name .. " unavailable on this host: " .. tostring(l.reason) end
+  end
+  return name .. " is not applied by the default runtime"
+end
+
+local known = {}
+--- Why the host lacks `feature` (nil when it has it). Features: root,
+--- nonroot, init_root, nobody, nobody_runs_build, bwrap, child_proc, the core.probe() layers
+--- (landlock, seccomp, netns, pidns, userns, caps, rlimits, cgroup), "layer:X"
+--- (the default runtime applies layer X), and the commands cc, python3,
+--- script, runuser, groff, pgrep. A list is checked in order; the first
+--- missing one answers.
+---@param needs string|string[]
+---@return string? reason
+function S.lacks(needs)
+  if type(needs) == "string" then needs = { needs } end
+  for _, f in ipairs(needs) do
+    if known[f] == nil then
+      local layer = f:match("^layer:(.+)$")
+      local probe = layer and function() return runtime_layer(layer) end
+        or assert(FEATURES[f], "support: unknown host feature " .. tostring(f))
+      known[f] = probe() or false
+    end
+    if known[f] then return known[f] end
+  end
+  return nil
+end
+
+local busted = require("busted")
+
+--- `it(name, fn)` when the host has every feature in `needs`, else a
+--- visible `pending("<name>: <reason>")` and fn never runs.
+---@param needs string|string[]
+function S.it(needs, name, fn)
+  local why = S.lacks(needs)
+  if why then return busted.pending(name .. ": " .. why) end   -- a tail call: busted names the spec's line
+  return busted.it(name, fn)
+end
+
+--- `describe(name, fn)` when the host has every feature in `needs`, else
+--- one visible `pending("<name>: <reason>")` for the whole block, whose
+--- body (setup, before_each, every it) never runs.
+---@param needs string|string[]
+function S.describe(needs, name, fn)
+  local why = S.lacks(needs)
+  if why then return busted.pending(name .. " (the whole block): " .. why) end
+  return busted.describe(name, fn)
+end
 
 return S

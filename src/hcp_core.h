@@ -24,7 +24,10 @@ void hcp_register_stdio(lua_State *L);
 void hcp_register_egress(lua_State *L);   /* egress.c (issue 14) */
 
 /* Lexical normalisation (paths.c). Writes at most outsz bytes including the
- * terminating NUL into out; returns the length or -1 if out is too small. */
+ * terminating NUL into out; returns the length or -1 if out is too small,
+ * which includes too small for a longer prefix built on the way ("/abc/../d"
+ * needs 5 bytes for its 2-byte result): strlen(in) + 1, and at least 2, is
+ * always enough. */
 long hcp_path_normalize(const char *in, char *out, size_t outsz);
 
 /* openat2(2) with O_CLOEXEC added and the kernel's EAGAIN (a concurrent

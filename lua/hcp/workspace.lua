@@ -210,12 +210,13 @@ function P:file_value(kind, before, value, i)
   local skind, rest = scheme_of(value)
   if skind then return self:host_value(skind, before, rest, i, {}) end
   -- "-" (stdin/stdout), absolute paths (checked by the host-path rule) and
-  -- other URI schemes pass through unchanged
-  if value == "" or value == "-" or value:sub(1, 1) == "/" or value:find("://", 1, true) then
-    return before .. value
-  end
+  -- other URI schemes pass through unchanged — but not a "URL" that, read as
+  -- the path a tool without URLs sees, climbs out ("a://../../x"; found by
+  -- spec/fuzz/plan)
+  if value == "" or value == "-" or value:sub(1, 1) == "/" then return before .. value end
   local norm = core.normalize(value)
   if escapes(norm) then return escape_error(i) end
+  if value:find("://", 1, true) then return before .. value end
   if norm == "." then
     return nil, string.format("workspace: argument %d: %q names a directory, not a file", i, value)
   end
@@ -291,6 +292,9 @@ end
 ---@param file_args table<integer, hcp.FileArg>?
 ---@return hcp.Plan? plan, string? err
 function M.plan(argv, flags, file_args)
+  for i, a in ipairs(argv) do -- (the path functions below raise for one)
+    if a:find("\0", 1, true) then return nil, string.format("workspace: argument %d contains a NUL byte", i) end
+  end
   local kind, long = flag_kinds(flags or {})
   local self = setmetatable({ kind = kind, long = long, seen_stage = {}, seen_out = {},
     plan = { argv = {}, stage = {}, outputs = {}, dirs = {}, uses_files = false } }, P)

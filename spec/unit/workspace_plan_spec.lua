@@ -415,3 +415,24 @@ describe("hcp.ops.expand places file parameters for the plan (issue 15)", functi
     assert.equal("a%1\0b", files[1].value)
   end)
 end)
+
+describe("workspace.plan against what the fuzzer found (spec/fuzz/plan)", function()
+  it("refuses a NUL byte in any argument with nil, err instead of raising", function()
+    for _, argv in ipairs({ { "--file", "in\0.txt" }, { "workspace:a\0b" }, { "x", "--output=o\0" }, { "plain\0" },
+      { "in:a\0" } }) do
+      local p, err = plan(argv)
+      assert.is_nil(p)
+      assert.matches("^workspace: argument %d contains a NUL byte$", err)
+    end
+  end)
+
+  it("refuses a URL-like file value that, read as a path, climbs out", function()
+    -- a tool without URLs opens "a:/../../x": out of the jail once a: exists
+    for _, v in ipairs({ "a://../../x", "s3://../../../etc/passwd", "x://y/../../../z" }) do
+      local p, err = plan({ "--file", v })
+      assert.is_nil(p, v)
+      assert.equal("workspace: path escapes the jail: argument 2", err)
+    end
+    assert.same({ "--file", "https://example.org/a/../b" }, (run({ "--file", "https://example.org/a/../b" })))
+  end)
+end)

@@ -1,0 +1,28 @@
+-- Fuzz target: hcp.json, decode and the encode/decode round trip.
+-- decode never raises; whatever it decodes, encode writes (or, past its
+-- nesting limit, returns nil, err without raising), the text decodes back
+-- to the same value (but for an infinity, from a literal beyond the double
+-- range, which is written as null), re-encodes to the same text, and the
+-- indented form decodes to the same value too.
+local json = require("hcp.json")
+local F = require("fuzzlib")
+
+return function(data)
+  local v, err = F.must_not_raise("json.decode", json.decode, data)
+  if v == nil then
+    assert(type(err) == "string", "json.decode: nil without a message")
+    return
+  end
+  local text, eerr = F.must_not_raise("json.encode", json.encode, v)
+  if text == nil then
+    assert(eerr == "json: nesting too deep" and F.depth(v) > 100,
+      "json.encode refused a decoded value: " .. tostring(eerr) .. " for " .. F.show(data))
+    return
+  end
+  local back, berr = json.decode(text)
+  assert(back ~= nil, "the encoder wrote what the decoder refuses: " .. tostring(berr) .. ": " .. F.show(text))
+  assert(F.same(v, back) or F.has_infinity(v), "the round trip changed the value: " .. F.show(data) .. " -> " .. F.show(text))
+  assert(json.encode(back) == text, "encoding is not stable: " .. F.show(text))
+  local indented = assert(json.encode(v, { indent = 2 }))
+  assert(F.same(json.decode(indented), back), "the indented form decodes differently: " .. F.show(indented))
+end
