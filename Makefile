@@ -219,7 +219,7 @@ valgrind: deps all
 # crash fails make fuzz and leaves its input as build-fuzz/crash-<target>-*:
 # fix the code, then add that file to spec/fuzz/<target>/.
 FUZZ_BUILD   := build-fuzz
-FUZZ_TARGETS := paths plan manifest envelope json
+FUZZ_TARGETS := paths plan manifest envelope json http
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
@@ -236,6 +236,10 @@ fuzz-build: build-deps
 $(FUZZ_BUILD)/fuzz/paths: spec/fuzz/paths.c $(FUZZ_OBJ) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ spec/fuzz/paths.c $(FUZZ_OBJ) $(LUA_LIBS)
+
+$(FUZZ_BUILD)/fuzz/http: spec/fuzz/http.c $(FUZZ_OBJ) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ spec/fuzz/http.c $(FUZZ_OBJ) $(LUA_LIBS)
 
 $(FUZZ_BUILD)/fuzz/%: spec/fuzz/lua_target.c $(FUZZ_OBJ) $(HDRS)
 	@mkdir -p $(dir $@)

@@ -665,7 +665,7 @@ int hcp_stage_check(lua_State *L, int t, struct hcp_stage *st)
     st->n = 0;
     for (lua_Integer i = 1; i <= n; i++) {
         const char *path = NULL, *beneath = NULL;
-        size_t len, blen = 0;
+        size_t len = 0, blen = 0;   /* (clang cannot see that luaL_error does not return) */
         int ty = lua_rawgeti(L, t, i);
         if (ty == LUA_TTABLE) {
             lua_getfield(L, -1, "path");

@@ -1,107 +1,71 @@
--- Fuzz target: argv planning, hcp.workspace.plan. The first input byte
--- picks the pack's file_flags (and whether files_dir is the jail); the
--- rest, split at newlines, is argv. plan never raises; it refuses with
--- "workspace: …", or returns a plan whose rewritten arguments all point
--- inside the jail or files_dir, whose other arguments are unchanged, and
--- whose staged and written-back names stay inside files_dir.
+-- Fuzz target: argv planning, hcp.workspace.plan (root-free) and bind. The
+-- first input byte picks the pack's input and output flags; the rest, split
+-- at newlines, is argv. plan never raises; it refuses with "workspace: …",
+-- or returns a plan in which every argument is either the argument as given
+-- or a reference whose path stays inside its root, and whose staged and
+-- written-back names stay inside the files directory; bind puts every
+-- reference under its root.
 local workspace = require("hcp.workspace")
 local core = require("hcp.core")
 local F = require("fuzzlib")
 
-local FLAGS = { "--file", "--json-file", "--output", "-o", "--env-file", "-i", "--db" }
+local INPUTS = { "--file", "--json-file", "--env-file", "-i", "--db" }
+local OUTPUTS = { "--output", "-o", "--log" }
 local JAIL, FILES = "/fuzz/jail", "/fuzz/files"
-local PREFIX = workspace.PREFIX
 
-local function inside(path, files_dir)
-  return core.normalize(path) == path and (core.contains(JAIL, path) or core.contains(files_dir, path))
-end
-
--- What plan must do with argv[i] (the same pairing of flag and value).
-local function expected_kinds(argv, is_flag)
-  local kinds, i = {}, 1
-  while i <= #argv do
-    local a = argv[i]
-    if is_flag[a] and i < #argv then
-      kinds[i], kinds[i + 1] = "same", "value"
-      i = i + 2
-    else
-      local eq = a:find("=", 1, true)
-      local flag = eq and a:sub(1, eq - 1)
-      if a:sub(1, #PREFIX) == PREFIX then
-        kinds[i] = "ref"
-      elseif flag and is_flag[flag] then
-        kinds[i] = "flag=value"
-      elseif flag and a:sub(1, 1) == "-" and a:sub(eq + 1, eq + #PREFIX) == PREFIX then
-        kinds[i] = "flag=ref"
-      else
-        kinds[i] = "same"
-      end
-      i = i + 1
-    end
-  end
-  return kinds
-end
-
-local function check_rel(rel, files_dir, what)
-  assert(type(rel) == "string" and rel ~= "" and rel ~= "." and rel:sub(1, 1) ~= "/", what .. ": bad name " .. F.show(rel))
+local function check_rel(rel, what)
+  assert(type(rel) == "string" and rel ~= "" and rel:sub(1, 1) ~= "/", what .. ": bad name " .. F.show(rel))
   assert(core.normalize(rel) == rel and rel ~= ".." and rel:sub(1, 3) ~= "../", what .. ": not normalised or climbs " .. F.show(rel))
-  assert(core.contains(files_dir, files_dir .. "/" .. rel), what .. " outside files_dir: " .. F.show(rel))
+end
+
+local function flags_of(sel)
+  local inputs, outputs = {}, {}
+  for i, f in ipairs(INPUTS) do
+    if sel & (1 << (i - 1)) ~= 0 then inputs[#inputs + 1] = f end
+  end
+  for i, f in ipairs(OUTPUTS) do
+    if sel & (1 << (i + 4)) ~= 0 then outputs[#outputs + 1] = f end
+  end
+  return { file_flags = inputs, output_flags = outputs }
+end
+
+local function check_ref(ref, a, where)
+  assert(ref.root == "jail" or ref.root == "files", "a reference to no root: " .. where)
+  assert(type(ref.before) == "string", "a reference without its text before: " .. where)
+  if ref.rel ~= "." then check_rel(ref.rel, where) end
+  -- the text kept before the path is the argument's own start (file: URIs
+  -- and glued flags keep theirs; nothing is invented)
+  assert(ref.encode == "uri" or ref.before == "" or a:sub(1, #ref.before):lower() == ref.before:lower(),
+    "kept text that was not there: " .. where)
 end
 
 return function(data)
   local sel = data:byte(1) or 0
-  local flags, is_flag = {}, {}
-  for i, f in ipairs(FLAGS) do
-    if sel & (1 << (i - 1)) ~= 0 then flags[#flags + 1] = f; is_flag[f] = true end
-  end
-  local files_dir = sel & 0x80 ~= 0 and JAIL or FILES
   local argv = {}
   for a in (data:sub(2) .. "\n"):gmatch("([^\n]*)\n") do argv[#argv + 1] = a end
-  local plan, err = F.must_not_raise("workspace.plan", workspace.plan, argv,
-    { jail = JAIL, files_dir = files_dir, file_flags = flags })
+  local plan, err = F.must_not_raise("workspace.plan", workspace.plan, argv, flags_of(sel))
   if not plan then
     assert(type(err) == "string" and err:match("^workspace: "), "plan: bad error " .. F.show(err))
     return
   end
   assert(#plan.argv == #argv, "plan changed the number of arguments")
-  local kinds = expected_kinds(argv, is_flag)
-  for i, out in ipairs(plan.argv) do
-    local a, kind = argv[i], kinds[i]
-    local where = "argument " .. i .. " " .. F.show(a) .. " -> " .. F.show(out)
-    if kind == "same" then
-      assert(out == a, "changed an argument that is no file reference: " .. where)
-    elseif kind == "ref" then
-      assert(inside(out, files_dir) and core.contains(JAIL, out), "a workspace: reference left the jail: " .. where)
+  for i, e in ipairs(plan.argv) do
+    local where = "argument " .. i .. " " .. F.show(argv[i])
+    if type(e) == "string" then
+      assert(e == argv[i], "changed an argument that is no file reference: " .. where .. " -> " .. F.show(e))
     else
-      local value, path = a, out
-      if kind ~= "value" then
-        local eq = a:find("=", 1, true)
-        assert(out:sub(1, eq) == a:sub(1, eq), "lost the flag: " .. where)
-        value, path = a:sub(eq + 1), out:sub(eq + 1)
-      end
-      if kind == "flag=ref" then
-        assert(core.contains(JAIL, path) and core.normalize(path) == path, "a workspace: value left the jail: " .. where)
-      elseif path ~= value then
-        -- rewritten: into the jail (workspace:) or files_dir, never elsewhere
-        assert(inside(path, files_dir), "a file value points outside the jail: " .. where)
-      else
-        -- kept: only "-", "", absolute paths and URLs that, read as a path,
-        -- do not climb out of the cwd
-        local norm = value ~= "" and core.normalize(value) or "."
-        assert(value == "" or value == "-" or value:sub(1, 1) == "/"
-          or (value:find("://", 1, true) and norm ~= ".." and norm:sub(1, 3) ~= "../"),
-          "a relative file value was not rewritten, or climbs out: " .. where)
-      end
+      check_ref(e, argv[i], where)
     end
   end
-  for _, s in ipairs(plan.stage) do check_rel(s.rel, files_dir, "staged") end
-  local parents = {}
-  for _, o in ipairs(plan.outputs) do
-    check_rel(o.rel, files_dir, "output")
-    parents[o.rel:match("^(.*)/[^/]+$") or ""] = true
-  end
-  for _, d in ipairs(plan.dirs) do
-    assert(parents[d], "a directory to create that is no output's parent: " .. F.show(d))
-    check_rel(d, files_dir, "dir")
+  for _, s in ipairs(plan.stage) do check_rel(s.rel, "staged") end
+  for _, o in ipairs(plan.outputs) do check_rel(o.rel, "output") end
+  for _, d in ipairs(plan.dirs) do check_rel(d, "dir") end
+  local bound = F.must_not_raise("workspace.bind", workspace.bind, plan, { jail = JAIL, files_dir = FILES })
+  for i, e in ipairs(plan.argv) do
+    if type(e) == "table" and e.encode ~= "uri" then
+      local root = e.root == "jail" and JAIL or FILES
+      local path = bound[i]:sub(#e.before + 1, #bound[i] - #(e.after or ""))
+      assert(core.contains(root, core.normalize(path)), "bound outside its root: " .. F.show(bound[i]))
+    end
   end
 end
