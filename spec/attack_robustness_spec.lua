@@ -6,65 +6,44 @@
 local hcp = require("hcp")
 local S = require("support")
 
-local BWRAP_ERR
-do
-  local rt, err = hcp.create({ driver = "bwrap" })
-  if rt then rt:close() else BWRAP_ERR = tostring(err) end
-end
+S.each_driver("robustness", function(driver, case)
 
-local function sh(cmd)
-  local out, code = S.sh(cmd)
-  assert(code == 0, cmd .. ": " .. out)
-  return out
-end
-
-for _, driver in ipairs({ "local", "bwrap" }) do
-  describe("robustness (driver " .. driver .. ")", function()
-    local function case(name, fn)
-      if driver == "bwrap" and BWRAP_ERR then
-        pending(name .. " — bwrap unavailable: " .. BWRAP_ERR)
-      else
-        it(name, fn)
-      end
-    end
-
-    case("a pack root reached through a symlink works: resolved once at load", function()
-      local d = S.tmpdir("linkroot-")
-      local real = S.mkdir(d .. "/real/p")
-      S.mkdir(real .. "/bin")
-      S.write(real .. "/bin/x", "#!/bin/sh\npwd; cat data.txt\n", 493)
-      S.write(real .. "/data.txt", "data\n")
-      S.write(real .. "/hcp.json", '{"hcp":1,"name":"p","wrap":{"bin":"./bin/x"}}')
-      S.mkdir(d .. "/packs")
-      sh(string.format("ln -s %s %s", S.q(real), S.q(d .. "/packs/p")))
-      for _, dirs in ipairs({ { d .. "/packs" }, { d .. "/packs/p" } }) do
-        local rt = assert(hcp.create({ pack_dirs = dirs, driver = driver }))
-        assert.same({}, rt:problems())
-        assert.equal(real, rt:packs()[1].root)
-        local res = rt:call({ pack = "p" })
-        assert.is_true(res.ok, tostring(res.error) .. " " .. tostring(res.stderr))
-        assert.equal(real .. "\ndata\n", res.stdout)
-        rt:close()
-      end
-    end)
-
-    case("a workspace call's files list says files_truncated when the jail is deeper than the scan goes", function()
-      local packs = S.tmpdir("trunc-")
-      S.pack(S.manifest("shws", "sh", { wrap = { args = { "-c", 'eval "$1"', "sh" }, workspace = { mode = "workspace" } } }),
-        packs)
-      local rt = assert(hcp.create({ pack_dirs = { packs }, driver = driver, out_dir = S.tmpdir("out-"),
-        state_dir = S.tmpdir("state-") }))
-      local res = rt:call({ pack = "shws", args = { "echo a > a.txt" } })
-      assert.is_true(res.ok, res.error)
-      assert.equal(1, #res.files)
-      assert.is_nil(res.files_truncated)
-      res = rt:call({ pack = "shws", args = { 'd=.; for i in $(seq 40); do d="$d/d"; done; mkdir -p "$d" && echo x > "$d/deep.txt"; '
-        .. "echo b > b.txt" } })
-      assert.is_true(res.ok, res.error)
-      assert.is_true(res.files_truncated)
-      assert.matches("/b%.txt$", res.files[1])
-      assert.equal(1, #res.files)
+  case("a pack root reached through a symlink works: resolved once at load", function()
+    local d = S.tmpdir("linkroot-")
+    local real = S.mkdir(d .. "/real/p")
+    S.mkdir(real .. "/bin")
+    S.write(real .. "/bin/x", "#!/bin/sh\npwd; cat data.txt\n", 493)
+    S.write(real .. "/data.txt", "data\n")
+    S.write(real .. "/hcp.json", '{"hcp":1,"name":"p","wrap":{"bin":"./bin/x"}}')
+    S.mkdir(d .. "/packs")
+    S.must_sh(string.format("ln -s %s %s", S.q(real), S.q(d .. "/packs/p")))
+    for _, dirs in ipairs({ { d .. "/packs" }, { d .. "/packs/p" } }) do
+      local rt = assert(hcp.create({ pack_dirs = dirs, driver = driver }))
+      assert.same({}, rt:problems())
+      assert.equal(real, rt:packs()[1].root)
+      local res = rt:call({ pack = "p" })
+      assert.is_true(res.ok, tostring(res.error) .. " " .. tostring(res.stderr))
+      assert.equal(real .. "\ndata\n", res.stdout)
       rt:close()
-    end)
+    end
   end)
-end
+
+  case("a workspace call's files list says files_truncated when the jail is deeper than the scan goes", function()
+    local packs = S.tmpdir("trunc-")
+    S.pack(S.manifest("shws", "sh", { wrap = { args = { "-c", 'eval "$1"', "sh" }, workspace = { mode = "workspace" } } }),
+      packs)
+    local rt = assert(hcp.create({ pack_dirs = { packs }, driver = driver, out_dir = S.tmpdir("out-"),
+      state_dir = S.tmpdir("state-") }))
+    local res = rt:call({ pack = "shws", args = { "echo a > a.txt" } })
+    assert.is_true(res.ok, res.error)
+    assert.equal(1, #res.files)
+    assert.is_nil(res.files_truncated)
+    res = rt:call({ pack = "shws", args = { 'd=.; for i in $(seq 40); do d="$d/d"; done; mkdir -p "$d" && echo x > "$d/deep.txt"; '
+      .. "echo b > b.txt" } })
+    assert.is_true(res.ok, res.error)
+    assert.is_true(res.files_truncated)
+    assert.matches("/b%.txt$", res.files[1])
+    assert.equal(1, #res.files)
+    rt:close()
+  end)
+end)

@@ -338,6 +338,28 @@ end
 --- one visible `pending("<name>: <reason>")` for the whole block, whose
 --- body (setup, before_each, every it) never runs.
 ---@param needs string|string[]
+--- A shell command that must succeed: its stdout, or an error with both.
+---@param cmd string
+---@return string
+function S.must_sh(cmd)
+  local out, code = S.sh(cmd)
+  assert(code == 0, cmd .. ": " .. out)
+  return out
+end
+
+--- One describe per exec-plane driver, "<title> (driver local|bwrap)":
+--- `fn(driver, case)` defines its specs with `case(name, f)`, which under
+--- bwrap is pending (with the reason) where bubblewrap cannot start.
+---@param title string
+---@param fn fun(driver: string, case: fun(name: string, f: function))
+function S.each_driver(title, fn)
+  for _, driver in ipairs({ "local", "bwrap" }) do
+    busted.describe(title .. " (driver " .. driver .. ")", function()
+      fn(driver, function(name, f) return S.it(driver == "bwrap" and "bwrap" or {}, name, f) end)
+    end)
+  end
+end
+
 function S.describe(needs, name, fn)
   local why = S.lacks(needs)
   if why then return busted.pending(name .. " (the whole block): " .. why) end
