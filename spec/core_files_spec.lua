@@ -92,9 +92,8 @@ describe("core.stage and core.writeback with special files", function()
     assert.is_nil(core.kind(jail .. "/in"))
   end)
 
-  it("stage refuses a link to a device inside out_dir", function()
+  S.it("init_root", "stage refuses a link to a device inside out_dir", function()
     sh(string.format("mknod %s c 1 5 2>/dev/null || cp -a /dev/zero %s", S.q(out .. "/zero"), S.q(out .. "/zero")))
-    if core.kind(out .. "/zero") ~= "other" then pending("cannot make a device node here") return end
     local ok, err = core.stage(out, "zero", jail, "zero")
     assert.is_nil(ok)
     assert.equal("workspace: staging of zero refused: it is a character device, not a regular file", err)

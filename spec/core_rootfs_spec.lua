@@ -466,9 +466,7 @@ describe("core.probe for issue 10", function()
 end)
 
 describe("as nobody (a user namespace first)", function()
-  it("rootfs, ipcns and rmtree of a chmod-000 tree work; run_as fails closed", function()
-    if not IS_ROOT then pending("runs as root, to become nobody") return end
-    if not S.sh("command -v runuser"):match("runuser") then pending("no runuser") return end
+  S.it({ "nobody_runs_build", "nobody_userns" }, "rootfs, ipcns and rmtree of a chmod-000 tree work; run_as fails closed", function()
     local dir = BASE .. "/nb"
     S.mkdir(dir)
     assert(os.execute("chown nobody " .. q(dir)))

@@ -257,6 +257,15 @@ local FEATURES = {
       return "nobody cannot run " .. S.HCP_LUA .. " from this checkout: " .. out:gsub("%s+$", "")
     end
   end,
+  -- nobody can make a user namespace (what a non-root runtime's namespaces,
+  -- constructed root and bwrap stand on)
+  nobody_userns = function()
+    local why = init_root()
+    if why then return why end
+    if not have_cmd("runuser") or not have_cmd("unshare") then return "needs runuser and unshare (to act as nobody)" end
+    local out, code = S.sh("cd / && runuser -u nobody -- unshare --user true 2>&1")
+    if code ~= 0 then return "nobody cannot make a user namespace here: " .. out:gsub("%s+$", "") end
+  end,
   bwrap = function()
     local rt, err = require("hcp").create({ driver = "bwrap" })
     if not rt then return "bwrap unavailable: " .. tostring(err) end
