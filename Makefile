@@ -54,6 +54,17 @@ HDRS     := $(wildcard src/*.h)
 LUA_MODULES := $(shell cd lua && find hcp -name '*.lua' | sort)
 
 CORE_SO  := $(BUILD)/lib/lua/$(LUA_VER)/hcp/core.so
+# The spawn helper (src/helper/): what an isolated child execs first, so no
+# fork copies the runtime. Static, without libc; x86_64 only (elsewhere the
+# core forks as before). Installed in libexec/ and beside core.so.
+HELPER_SRC := src/helper/hcp_spawn.c src/helper/nolibc.c src/spawn_child.c src/isolation_child.c \
+              src/rootfs_build.c src/pathutil.c src/plan.c
+HELPER_CFLAGS := -std=c11 -D_GNU_SOURCE -DHCP_HELPER $(WARN) -O2 -g -fno-stack-protector -fno-pie \
+                 -fno-builtin -fno-tree-loop-distribute-patterns -fno-asynchronous-unwind-tables $(LUA_CFLAGS)
+ifeq ($(shell uname -m),x86_64)
+HELPER   := $(BUILD)/libexec/hcp-spawn
+HELPER_SO := $(dir $(CORE_SO))hcp-spawn
+endif
 HCP_LUA  := $(BUILD)/bin/hcp-lua
 LUA_LINK := $(BUILD)/share/lua/$(LUA_VER)/hcp
 C_TESTS  := $(BUILD)/test/test_paths
@@ -62,13 +73,22 @@ MCP_CLIENTS := $(BUILD)/mcp-clients
 
 .PHONY: rock rock-install all deps demo test check bench install uninstall clean lint completion mcp-clients
 
-all: $(CORE_SO) $(HCP_LUA) $(BUILD)/bin/hcp $(BUILD)/bin/hcpx $(LUA_LINK) $(C_TESTS)
+all: $(CORE_SO) $(HCP_LUA) $(BUILD)/bin/hcp $(BUILD)/bin/hcpx $(LUA_LINK) $(C_TESTS) $(HELPER) $(HELPER_SO)
 
 $(BUILD)/obj/%.o: src/%.c $(HDRS) | $(BUILD)/obj
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-$(BUILD)/obj $(BUILD)/bin $(BUILD)/test $(dir $(CORE_SO)) $(dir $(LUA_LINK)):
+$(BUILD)/obj $(BUILD)/bin $(BUILD)/test $(BUILD)/libexec $(dir $(CORE_SO)) $(dir $(LUA_LINK)):
 	mkdir -p $@
+
+# Never built with the sanitizers of `make check` (they need a libc).
+ifdef HELPER
+$(HELPER): $(HELPER_SRC) $(HDRS) | $(BUILD)/libexec
+	$(CC) $(HELPER_CFLAGS) -static -nostdlib -no-pie -o $@ $(HELPER_SRC) -lgcc
+
+$(HELPER_SO): $(HELPER) | $(dir $(CORE_SO))
+	cp $(HELPER) $@
+endif
 
 $(CORE_SO): $(CORE_OBJ) | $(dir $(CORE_SO))
 	$(CC) $(ALL_CFLAGS) -shared -o $@ $(CORE_OBJ) $(LDFLAGS)
@@ -158,12 +178,13 @@ bench: deps all
 
 # LuaRocks (build.type = "make" in the rockspec): the library alone — every
 # Lua module and hcp.core, no readline — into the directories LuaRocks gives.
-rock: $(CORE_SO)
+rock: $(CORE_SO) $(HELPER)
 
-rock-install: $(CORE_SO)
+rock-install: $(CORE_SO) $(HELPER)
 	@test -n "$(INST_LUADIR)" && test -n "$(INST_LIBDIR)" || { echo "rock-install: INST_LUADIR and INST_LIBDIR are required"; exit 2; }
 	for f in $(LUA_MODULES); do install -D -m 0644 lua/$$f $(INST_LUADIR)/$$f || exit 1; done
 	install -D -m 0755 $(CORE_SO) $(INST_LIBDIR)/hcp/core.so
+	$(if $(HELPER),install -D -m 0755 $(HELPER) $(INST_LIBDIR)/hcp/hcp-spawn)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp \
@@ -175,6 +196,7 @@ install: all
 	  install -D -m 0644 lua/$$f $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/$$f || exit 1; \
 	done
 	install -m 0755 $(CORE_SO) $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VER)/hcp/core.so
+	$(if $(HELPER),install -D -m 0755 $(HELPER) $(DESTDIR)$(PREFIX)/libexec/hcp-spawn)
 	for m in docs/man/*.1; do [ -f "$$m" ] && install -m 0644 "$$m" $(DESTDIR)$(PREFIX)/share/man/man1/ || true; done
 	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 	install -m 0644 $(BASH_COMPLETION) $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hcp
@@ -184,6 +206,7 @@ install: all
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/hcp-lua $(DESTDIR)$(PREFIX)/bin/hcp $(DESTDIR)$(PREFIX)/bin/hcpx
 	rm -rf $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VER)/hcp
+	rm -f $(DESTDIR)$(PREFIX)/libexec/hcp-spawn
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man1/hcp.1 $(DESTDIR)$(PREFIX)/share/man/man1/hcp-lua.1
 	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hcp $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hcpx
 	rm -f $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_hcp

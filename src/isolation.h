@@ -109,6 +109,10 @@ int hcp_rootfs_build(const struct hcp_rootfs *rf, int *where);
 /* What `where` names, for the error message. */
 const char *hcp_rootfs_where(const struct hcp_rootfs *rf, int where);
 
+/* a, then b, then n in decimal unless n < 0, into buf (at least 128 bytes;
+ * no stdio in the child). rootfs_build.c */
+void hcp_join(char *buf, const char *a, const char *b, long long n);
+
 /* isolation.stage = { path | { path =, beneath = }, ... } */
 int hcp_stage_check(lua_State *L, int t, struct hcp_stage *st);
 /* In the child: a private mount namespace with each path at /tmp/<i>. */

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -401,9 +402,29 @@ static int l_spawn(lua_State *L)
     return 1;
 }
 
+/* core.spawn_helper() -> the path of the spawn helper isolated children
+ * start through, or nil when they fork the runtime instead (no helper
+ * found, HCP_SPAWN_HELPER=none, or one refused: not a regular executable
+ * file owned by root or us, or writable by others). */
+static int l_spawn_helper(lua_State *L)
+{
+    char proc[40], path[PATH_MAX];
+    int fd = hcp_helper_fd();
+    if (fd < 0)
+        return luaL_pushfail(L), 1;
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(proc, path, sizeof path - 1);
+    if (n <= 0)
+        return lua_pushliteral(L, "?"), 1;   /* in use, its name unknown (no /proc) */
+    lua_pushlstring(L, path, (size_t)n);
+    return 1;
+}
+
 void hcp_register_spawn(lua_State *L)
 {
     hcp_register_proc(L);
     lua_pushcfunction(L, l_spawn);
     lua_setfield(L, -2, "spawn");
+    lua_pushcfunction(L, l_spawn_helper);
+    lua_setfield(L, -2, "spawn_helper");
 }

@@ -31,14 +31,59 @@ struct hcp_launch {
     const char *cwd;
     char **argv, **envp;        /* NULL-terminated, built before fork */
     const struct hcp_isolation *iso;   /* the layers asked for, prepared */
+    /* for the helper only (spawn_launch.c fills them in its copy) */
+    int report_fd;              /* the close-on-exec report pipe */
+    pid_t parent;               /* the runtime's pid */
 };
 
-/* Forks and execs. Returns the child's pid, or -1 with *err set, *step
- * naming the failed step ("fork", "setsid", ..., "isolation: landlock",
- * "execveat") and *arg the entry of a rootfs or stage step that failed (an
- * index into its plan, an RF_AT_* code, or -1); a child that failed has
- * been reaped. */
+/* Starts the child (spawn_launch.c): without isolation layers a
+ * clone(CLONE_VM|CLONE_VFORK) child runs hcp_child and execs; with layers,
+ * such a child execs the spawn helper (build/libexec/hcp-spawn), which reads
+ * the plan from a memfd and runs hcp_child in a process of its own, so no
+ * fork ever copies the runtime's memory; without the helper, fork() and
+ * hcp_child. Returns the child's pid, or -1 with *err set, *step naming the
+ * failed step ("fork", "setsid", ..., "isolation: landlock", "execveat") and
+ * *arg the entry of a rootfs or stage step that failed (an index into its
+ * plan, an RF_AT_* code, or -1); a child that failed has been reaped. */
 pid_t hcp_launch(const struct hcp_launch *l, int *err, const char **step, int *arg);
+
+/* ---- the child (spawn_child.c): between fork and exec, no allocation ---- */
+
+/* Steps a child reports, in the order it takes them. */
+enum { ST_SIGNALS, ST_SETSID, ST_PDEATHSIG, ST_CGROUP, ST_STAGE, ST_USERNS,
+       ST_NETNS, ST_IPCNS, ST_PIDNS, ST_ROOTFS, ST_DUP2, ST_CHDIR, ST_CLOSEFDS,
+       ST_RLIMITS, ST_RUN_AS, ST_CAPS, ST_NNP, ST_LANDLOCK, ST_SECCOMP, ST_EXEC,
+       ST_HELPER, ST_NSTEPS };
+
+/* What a failing child writes to the report pipe (12 bytes: atomic). `arg`:
+ * which entry of the step failed (rootfs, stage), or -1. */
+struct hcp_child_err { int step; int err; int arg; };
+
+/* The step's name for messages, or NULL; whether its `arg` names an entry. */
+const char *hcp_step_name(int step);
+int hcp_step_has_arg(int step);
+
+/* Reports {step, errno, arg} on pipefd and _exit(127)s. */
+_Noreturn void hcp_child_fail(int pipefd, int step, int arg);
+
+/* The whole child sequence, from the runtime's state to exec of l->path;
+ * failures are reported on pipefd (EOF on it means the exec happened).
+ * `parent`: the runtime's pid (PDEATHSIG is re-checked against it). */
+_Noreturn void hcp_child(const struct hcp_launch *l, int pipefd, pid_t parent);
+
+/* ---- the launch plan (plan.c): what crosses into the helper ------------- */
+
+/* Writes l (and its isolation, rootfs and stage plans, argv, envp) into
+ * fd as one blob the helper maps. 0, or -1 with errno. */
+int hcp_plan_write(int fd, const struct hcp_launch *l);
+/* In the helper: turns the blob (mapped private and writable) back into
+ * *l and *iso, pointers into the blob. 0, or -1 (EINVAL: not a plan). */
+int hcp_plan_read(char *blob, size_t len, struct hcp_launch *l, struct hcp_isolation *iso);
+
+/* The helper's descriptor (O_RDONLY|O_CLOEXEC, looked up once), or -1 when
+ * there is none: beside the C module, or ../libexec/ of it; the
+ * environment variable HCP_SPAWN_HELPER names another, or "none". */
+int hcp_helper_fd(void);
 
 /* ---- the proc handle ---------------------------------------------------- */
 

@@ -29,24 +29,28 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-enum { ST_SIGNALS, ST_SETSID, ST_PDEATHSIG, ST_CGROUP, ST_STAGE, ST_USERNS,
-       ST_NETNS, ST_IPCNS, ST_PIDNS, ST_ROOTFS, ST_DUP2, ST_CHDIR, ST_CLOSEFDS,
-       ST_RLIMITS, ST_RUN_AS, ST_CAPS, ST_NNP, ST_LANDLOCK, ST_SECCOMP, ST_EXEC };
-static const char *const step_names[] = {
+static const char *const step_names[ST_NSTEPS] = {
     "signals", "setsid", "prctl(PDEATHSIG)", "isolation: cgroup",
     "isolation: stage", "isolation: userns", "isolation: netns",
     "isolation: ipcns", "isolation: pidns", "isolation: rootfs", "dup2",
     "chdir", "close fds", "isolation: rlimits", "isolation: run_as",
     "isolation: caps", "prctl(NO_NEW_PRIVS)", "isolation: landlock",
-    "isolation: seccomp", "execveat",
+    "isolation: seccomp", "execveat", "spawn helper",
 };
 
-/* `arg`: which entry of the step failed (rootfs, stage), or -1 */
-struct child_err { int step; int err; int arg; };
-
-static _Noreturn void child_fail_at(int pipefd, int step, int arg)
+const char *hcp_step_name(int step)
 {
-    struct child_err ce = { step, errno, arg };
+    return step >= 0 && step < ST_NSTEPS ? step_names[step] : NULL;
+}
+
+int hcp_step_has_arg(int step)
+{
+    return step == ST_ROOTFS || step == ST_STAGE;
+}
+
+_Noreturn void hcp_child_fail(int pipefd, int step, int arg)
+{
+    struct hcp_child_err ce = { step, errno, arg };
     ssize_t r;
     do
         r = write(pipefd, &ce, sizeof ce);   /* 12 bytes: atomic on a pipe */
@@ -56,7 +60,7 @@ static _Noreturn void child_fail_at(int pipefd, int step, int arg)
 
 static _Noreturn void child_fail(int pipefd, int step)
 {
-    child_fail_at(pipefd, step, -1);
+    hcp_child_fail(pipefd, step, -1);
 }
 
 /* Keeps the descriptors we still need off 0..min-1 so dup2 cannot clobber
@@ -187,7 +191,7 @@ static void mounts(const struct hcp_isolation *iso, int pipefd)
     int where;
     if (iso->layers & ISO_ROOTFS) {
         if (hcp_rootfs_build(&iso->rootfs, &where) < 0)
-            child_fail_at(pipefd, ST_ROOTFS, where);
+            hcp_child_fail(pipefd, ST_ROOTFS, where);
     } else if ((iso->layers & ISO_PIDNS) && hcp_iso_pidns_mounts() < 0) {
         child_fail(pipefd, ST_PIDNS);
     }
@@ -237,7 +241,7 @@ static void pidns_fork(const struct hcp_isolation *iso, int pipefd)
 
 /* ---- the child ---------------------------------------------------------- */
 
-static _Noreturn void child(const struct hcp_launch *l, int pipefd, pid_t parent)
+_Noreturn void hcp_child(const struct hcp_launch *l, int pipefd, pid_t parent)
 {
     struct sigaction sa;
     sigset_t none;
@@ -275,7 +279,7 @@ static _Noreturn void child(const struct hcp_launch *l, int pipefd, pid_t parent
         child_fail(pipefd, ST_CGROUP);
     int where;
     if ((want & ISO_STAGE) && hcp_stage_build(&iso->stage, &where) < 0)
-        child_fail_at(pipefd, ST_STAGE, where);
+        hcp_child_fail(pipefd, ST_STAGE, where);
     if (iso->userns && hcp_iso_userns(iso) < 0)
         child_fail(pipefd, ST_USERNS);
     if ((want & ISO_NETNS) && hcp_iso_netns() < 0)
@@ -346,67 +350,3 @@ static _Noreturn void child(const struct hcp_launch *l, int pipefd, pid_t parent
     child_fail(pipefd, ST_EXEC);
 }
 
-/* ---- fork and report ---------------------------------------------------- */
-
-static void reap(pid_t pid)
-{
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-        ;
-}
-
-pid_t hcp_launch(const struct hcp_launch *l, int *err, const char **step, int *arg)
-{
-    int p[2];
-    sigset_t all, old;
-    struct child_err ce;
-    size_t got = 0;
-
-    *step = "pipe";
-    *arg = -1;
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return *err = errno, -1;
-    /* All signals blocked across fork: no handler of the runtime may run in
-     * the child before it has reset the dispositions. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0)
-        child(l, p[1], parent);
-    int fork_err = errno;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    close(p[1]);
-    if (pid < 0) {
-        close(p[0]);
-        *step = "fork";
-        return *err = fork_err, -1;
-    }
-    int read_err = 0;
-    while (got < sizeof ce) {
-        ssize_t n = read(p[0], (char *)&ce + got, sizeof ce - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            read_err = errno;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    close(p[0]);
-    if (got == 0 && !read_err)
-        return pid;
-    if (read_err || got < sizeof ce || ce.step < 0 || ce.step > ST_EXEC) {
-        /* Cannot happen on a pipe; but without the report we cannot know
-         * the child's state, so it must not run. */
-        (void)kill(pid, SIGKILL);
-        reap(pid);
-        *step = "read";
-        *err = read_err ? read_err : EIO;
-        return -1;
-    }
-    reap(pid);
-    *step = step_names[ce.step];
-    *err = ce.err;
-    *arg = ce.step == ST_ROOTFS || ce.step == ST_STAGE ? ce.arg : -1;
-    return -1;
-}
