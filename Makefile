@@ -6,7 +6,7 @@
 #   make test       deps + build + the C path tests, luacheck, every spec (busted)
 #   make mcp-clients  the MCP clients the specs drive hcp mcp with, into build/mcp-clients
 #   make check      the same specs under ASan+UBSan
-#   make bench      per-call latency against a posix_spawn baseline
+#   make bench      every performance figure against its reference, in one run
 #   make install    PREFIX=/usr/local: commands, Lua modules, C module, man pages,
 #                   bash and zsh completion
 #   luarocks make   the library alone (modules + hcp.core) as a rock: hcp-lua-*.rockspec
@@ -170,10 +170,13 @@ check: deps mcp-clients
 lint:
 	luacheck lua spec bench
 
+# make bench: every figure of issue 12 with its reference, measured in one
+# run (docs/performance.md says how to read it). HCP_BENCH_N: calls per case
+# and cadence (default 300).
 bench: deps all
-	$(CC) -O2 -o $(BUILD)/bench_spawn bench/spawn_baseline.c
+	$(CC) -O2 -o $(BUILD)/bench_sampler bench/sampler.c
 	$(CC) -O2 -o $(BUILD)/bench_spawn_parallel bench/spawn_parallel.c
-	$(HCP_LUA) bench/exec_bench.lua $(BUILD)/bench_spawn
+	$(HCP_LUA) bench/latency.lua $(BUILD)
 	$(HCP_LUA) bench/inflight_bench.lua $(BUILD)/bench_spawn_parallel
 
 # LuaRocks (build.type = "make" in the rockspec): the library alone — every

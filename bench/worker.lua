@@ -1,0 +1,36 @@
+-- bench/worker.lua — a runtime that answers make bench's requests: each
+-- line on stdin is one call, timed here, answered "<us> <status>".
+--
+--   hcp-lua bench/worker.lua PACK_DIR ISOLATION HEAP_MIB [MODE]
+--
+-- ISOLATION: "auto" or "minimal". HEAP_MIB: Lua strings held alive for the
+-- whole run (1024: a runtime holding 1 GiB). MODE: "exec" (rt:exec of
+-- /bin/true, the default), "call" (rt:call of the pack `true`), or
+-- "loop N" per request: N back-to-back rt:exec, the total time answered.
+local hcp = require("hcp")
+local core = require("hcp.core")
+
+local pack_dir, iso, heap = arg[1], arg[2], tonumber(arg[3]) or 0
+local rt = assert(hcp.create({ pack_dirs = { pack_dir }, allow_bins = { "/bin/true" }, isolation = iso }))
+
+local hold = {}
+for i = 1, heap do hold[i] = string.rep(string.char(i % 251), 1 << 20) end
+
+local function once(mode)
+  local res = mode == "call" and rt:call({ pack = "true" }) or rt:exec({ bin = "/bin/true" })
+  if not res.ok then io.stderr:write("bench worker: ", tostring(res.error), "\n") end
+  return res.ok and 0 or 1
+end
+
+for _ = 1, 10 do once(arg[4]) end -- warm: first calls build caches
+
+io.stdout:setvbuf("line")
+for line in io.lines() do
+  local loops = tonumber(line:match("^loop (%d+)"))
+  local t0, st = core.monotonic_us(), 0
+  for _ = 1, loops or 1 do st = math.max(st, once(arg[4])) end
+  io.write(string.format("%.1f %d\n", core.monotonic_us() - t0, st))
+end
+io.stderr:write(string.format("bench worker %s %s: %d MiB held, layers %s\n", iso, pack_dir, #hold,
+  table.concat(rt:layers(), ",")))
+rt:close()
