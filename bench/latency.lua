@@ -87,13 +87,11 @@ local function report(list, by_gap)
     for _, gap in ipairs(lib.CADENCES) do
       local s = by_gap[gap]
       local med, p90 = lib.stats(s[cs.key])
-      local ratio, ok = 1, nil
+      local ratio = 1
       if tgt then
         local ref = lib.stats(s[tgt[1]])
         ratio = tgt[4] and ref / med or med / ref
-        ok = ratio <= tgt[2] + 1e-9
-        if tgt[4] then ok = ratio < 1 end
-        verdicts[#verdicts + 1] = lib.verdict(ok)
+        verdicts[#verdicts + 1] = lib.verdict(tgt[4] and ratio < 1 or ratio <= tgt[2] + 1e-9)
       end
       row[#row + 1] = string.format("%8.0f us %7.0f %6.2fx    ", med, p90, ratio)
     end
