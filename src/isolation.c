@@ -30,6 +30,7 @@ static const struct { const char *name; unsigned bit; } layer_names[] = {
     { "netns", ISO_NETNS }, { "pidns", ISO_PIDNS }, { "caps", ISO_CAPS },
     { "rlimits", ISO_RLIMITS }, { "cgroup", ISO_CGROUP }, { "rootfs", ISO_ROOTFS },
     { "ipcns", ISO_IPCNS }, { "run_as", ISO_RUN_AS }, { "stage", ISO_STAGE },
+    { "pids_max", ISO_PIDS_MAX },
 };
 #define NLAYERS (sizeof layer_names / sizeof layer_names[0])
 
@@ -210,6 +211,12 @@ int hcp_iso_check(lua_State *L, int opts, struct hcp_isolation *iso)
         } else if (bit == ISO_CGROUP) {
             if (check_path(L, v, "cgroup") < 0)
                 return -1;
+        } else if (bit == ISO_PIDS_MAX) {
+            if (!lua_isinteger(L, v) || lua_tointeger(L, v) < HCP_PIDS_MAX_MIN ||
+                lua_tointeger(L, v) > HCP_PIDS_MAX_MAX)
+                luaL_error(L, "spawn: isolation: pids_max must be an integer from %d to %d",
+                           HCP_PIDS_MAX_MIN, HCP_PIDS_MAX_MAX);
+            iso->pid_max = (unsigned)lua_tointeger(L, v) + 1;
         } else if (!lua_isboolean(L, v)) {
             luaL_error(L, "spawn: isolation: %s must be a boolean", lua_tostring(L, -2));
         } else if (!lua_toboolean(L, v)) {
@@ -218,6 +225,8 @@ int hcp_iso_check(lua_State *L, int opts, struct hcp_isolation *iso)
         iso->layers |= bit;
         lua_pop(L, 1);
     }
+    if ((iso->layers & ISO_PIDS_MAX) && !(iso->layers & ISO_PIDNS))
+        luaL_error(L, "spawn: isolation: pids_max needs pidns (it is the pid namespace's pid_max)");
     lua_settop(L, top);
     return 0;
 }

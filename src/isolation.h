@@ -14,8 +14,13 @@ enum {
     ISO_LANDLOCK = 1 << 0, ISO_SECCOMP = 1 << 1, ISO_NETNS = 1 << 2,
     ISO_PIDNS = 1 << 3, ISO_CAPS = 1 << 4, ISO_RLIMITS = 1 << 5,
     ISO_CGROUP = 1 << 6, ISO_ROOTFS = 1 << 7, ISO_IPCNS = 1 << 8,
-    ISO_RUN_AS = 1 << 9, ISO_STAGE = 1 << 10,
+    ISO_RUN_AS = 1 << 9, ISO_STAGE = 1 << 10, ISO_PIDS_MAX = 1 << 11,
 };
+
+/* pids_max: what a pid namespace's pid_max can express (Linux refuses less
+ * than 301, and has at most 4194304 pids) */
+#define HCP_PIDS_MAX_MIN 300
+#define HCP_PIDS_MAX_MAX 4194303
 
 #define HCP_NRLIMITS 5
 #define HCP_PROC_RULES 8
@@ -64,6 +69,7 @@ struct hcp_isolation {
     int landlock_abi, nproc_rules;
     struct { const char *path; int which; } proc_rules[HCP_PROC_RULES];
     int ll_fs, ll_tcp, ll_scopes;       /* what the Landlock ruleset handles */
+    unsigned pid_max;                   /* pids_max + 1: the pid namespace's pid_max */
     uid_t run_uid;                      /* run_as */
     gid_t run_gid;
     struct hcp_rootfs rootfs;
@@ -147,6 +153,9 @@ int hcp_iso_userns(const struct hcp_isolation *iso);
 int hcp_iso_netns(void);
 int hcp_iso_pidns_unshare(void);
 int hcp_iso_pidns_mounts(void);   /* in the grandchild, pid 1 */
+/* In pid 1 of the new pid namespace: its pid_max (per namespace since Linux
+ * 6.14; the write goes to the writer's namespace, through any proc). */
+int hcp_iso_pid_max(unsigned pid_max);
 int hcp_iso_ipcns(void);
 int hcp_iso_rlimits(const struct hcp_isolation *iso);
 /* run_as without caps: setgroups, setresgid, setresuid (the kernel then

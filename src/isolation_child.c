@@ -224,6 +224,13 @@ int hcp_iso_pidns_mounts(void)
     return mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 }
 
+int hcp_iso_pid_max(unsigned pid_max)
+{
+    char buf[24];
+    size_t len = fmt_uint(buf, pid_max);
+    return write_file("/proc/sys/kernel/pid_max", buf, len);
+}
+
 /* ---- rlimits, capabilities ---------------------------------------------- */
 
 int hcp_iso_rlimits(const struct hcp_isolation *iso)

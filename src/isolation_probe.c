@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -39,6 +40,7 @@ static struct {
     int done;
     struct layer l[NPROBES];
     int abi, ll_tcp, ll_scopes;
+    int pid_max;                  /* a pid namespace has a pid_max of its own */
     char cg_path[256], cg_own[192];
     int cg_version;
 } probed;
@@ -133,6 +135,51 @@ static int try_pidns(char *why)
         if (errno != EINTR)
             return FAIL("waitpid: %s", strerror(errno));
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* In pid 1 of a new pid namespace: its own pid_max (Linux 6.14), read back
+ * as written, and the host's untouched (checked by the caller). */
+static int pid_max_child(void)
+{
+    char buf[16];
+    if (hcp_iso_pid_max(1000) < 0)
+        return -1;
+    int fd = open("/proc/sys/kernel/pid_max", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    if (fd >= 0)
+        close(fd);
+    return n == 5 && strncmp(buf, "1000\n", 5) == 0 ? 0 : -1;
+}
+
+static int try_pid_max(char *why)
+{
+    int st;
+    if (ns_prelude(why) < 0)
+        return -1;
+    if (hcp_iso_pidns_unshare() < 0)
+        return FAIL("unshare(CLONE_NEWPID|CLONE_NEWNS): %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0)
+        return FAIL("fork into the pid namespace: %s", strerror(errno));
+    if (pid == 0)
+        _exit(pid_max_child() < 0);
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return FAIL("waitpid: %s", strerror(errno));
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : FAIL("no pid_max of its own");
+}
+
+static int read_host_pid_max(void)
+{
+    char buf[16];
+    int fd = open("/proc/sys/kernel/pid_max", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    return atoi(buf);
 }
 
 static int try_seccomp(char *why)
@@ -405,6 +452,11 @@ static void probe_all(void)
     for (int i = 0; i < NPROBES; i++)
         if (fns[i])
             probed.l[i].ok = in_child(fns[i], probed.l[i].why);
+    if (probed.l[P_PIDNS].ok) {
+        char why[WHY];
+        int before = read_host_pid_max();
+        probed.pid_max = in_child(try_pid_max, why) && read_host_pid_max() == before;
+    }
     if (!hcp_iso_seccomp_supported()) {
         probed.l[P_SECCOMP].ok = 0;
         snprintf(probed.l[P_SECCOMP].why, WHY, "unsupported architecture");
@@ -442,6 +494,10 @@ int hcp_probe(lua_State *L)
             lua_setfield(L, -2, "tcp");
             lua_pushboolean(L, probed.ll_scopes);
             lua_setfield(L, -2, "scopes");
+        }
+        if (i == P_PIDNS) {
+            lua_pushboolean(L, probed.pid_max);
+            lua_setfield(L, -2, "pid_max");
         }
         if (i == P_CGROUP && l->ok) {
             lua_pushstring(L, probed.cg_path);

@@ -53,7 +53,7 @@ pid_t hcp_launch(const struct hcp_launch *l, int *err, const char **step, int *a
 enum { ST_SIGNALS, ST_SETSID, ST_PDEATHSIG, ST_CGROUP, ST_STAGE, ST_USERNS,
        ST_NETNS, ST_IPCNS, ST_PIDNS, ST_ROOTFS, ST_DUP2, ST_CHDIR, ST_CLOSEFDS,
        ST_RLIMITS, ST_RUN_AS, ST_CAPS, ST_NNP, ST_LANDLOCK, ST_SECCOMP, ST_EXEC,
-       ST_HELPER, ST_NSTEPS };
+       ST_HELPER, ST_PIDS_MAX, ST_NSTEPS };
 
 /* What a failing child writes to the report pipe (12 bytes: atomic). `arg`:
  * which entry of the step failed (rootfs, stage), or -1. */

@@ -22,7 +22,11 @@ local KNOWN = {}
 for _, l in ipairs(M.LAYERS) do KNOWN[l] = true end
 
 -- Documented defaults of wrap.limits (docs/security.md).
-M.DEFAULT_LIMITS = { cpu_s = 300, memory_mb = 8192, file_mb = 4096, nofile = 1024, procs = 256 }
+M.DEFAULT_LIMITS = { cpu_s = 300, memory_mb = 8192, file_mb = 4096, nofile = 1024, procs = 512 }
+
+-- The fewest processes a pid namespace's own pid_max can bound (Linux
+-- refuses a pid_max below 301); below it `procs` needs a pids cgroup.
+M.PIDS_MAX_MIN = 300
 
 -- Whom the child runs as when the runtime is root: nobody/nogroup, the
 -- overflow ids every Linux has and that own no file. The child shares the
@@ -206,7 +210,13 @@ local function limits_detail(probe)
   end
   local d = #parts > 0 and ("rlimits clamped to the runtime's own: " .. table.concat(parts, ", ")) or "rlimits"
   local cg = probe.cgroup
-  if cg and cg.available then
+  if probe.pidns and probe.pidns.pid_max then
+    d = d .. string.format(", procs as the pid_max of the call's pid namespace (procs >= %d; the call stays "
+      .. "in the runtime's cgroup)", M.PIDS_MAX_MIN)
+    if cg and cg.available then
+      return d .. string.format(", else a pids cgroup v%d under the runtime's own cgroup (%s/hcp)", cg.version, cg.path)
+    end
+  elseif cg and cg.available then
     return d .. string.format(", pids cgroup v%d under the runtime's own cgroup (%s/hcp)", cg.version, cg.path)
   end
   return d .. " only (no pids cgroup under the runtime's own cgroup: " .. tostring(cg and cg.reason)
@@ -345,10 +355,26 @@ local function call_cgroup(procs)
   return nil
 end
 
-local function add_limits(spec, applied, call)
+-- `procs` as the pid_max of the call's own pid namespace: exact, free, and
+-- the call stays in the runtime's cgroup, so a limit the operator put there
+-- still bounds it. Needs the pidns layer, a kernel with a per-namespace
+-- pid_max (6.14), and a bound it can express.
+local function pids_in_ns(layers, procs)
+  local p = M.probe().pidns
+  return layers.pidns and p and p.pid_max and procs >= M.PIDS_MAX_MIN
+end
+
+local function add_limits(spec, applied, layers, call)
   local l = M.clamped_limits(call.limits)
   spec.rlimits = { cpu_s = l.cpu_s, as_mb = l.memory_mb, fsize_mb = l.file_mb, nofile = l.nofile }
   applied[#applied + 1] = "limits"
+  if pids_in_ns(layers, l.procs) then
+    spec.pids_max = l.procs
+    applied[#applied + 1] = "pids_ns"
+    return nil
+  end
+  -- moving a process into a cgroup costs ~10 ms when the machine is idle
+  -- (an RCU grace period): only where the namespace cannot do it
   local dir, cleanup = call_cgroup(l.procs)
   if dir then
     spec.cgroup = dir
@@ -448,7 +474,7 @@ function M.for_call(layers, call)
     applied[#applied + 1] = "run_as"
     if bwrap then spec.stage, v.source = view.staged(v, M.SYSTEM_READ) end
   end
-  local cleanup = layers.limits and add_limits(spec, applied, call)
+  local cleanup = layers.limits and add_limits(spec, applied, layers, call)
   return spec, applied, cleanup or function() end, v
 end
 
