@@ -344,6 +344,57 @@ static int read_cap_last(void)
     return v > 0 && v < 64 ? (int)v : -1;
 }
 
+/* Appends the array at `from` to the array at `to`. */
+static void append(lua_State *L, int to, int from)
+{
+    lua_Integer n = lua_istable(L, from) ? (lua_Integer)lua_rawlen(L, from) : 0;
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, from, i);
+        lua_rawseti(L, to, (lua_Integer)lua_rawlen(L, to) + 1);
+    }
+}
+
+/* The constructed root: on the base view when one is given and it can
+ * serve (rootfs_base.c), else fresh — for the base's own paths too. On an
+ * error its message is left on top of the stack. */
+static int prepare_rootfs(lua_State *L, int t, int pin, int with_proc, struct hcp_rootfs *rf)
+{
+    int top = lua_gettop(L), b = top + 1;
+    lua_getfield(L, t, "base");
+    lua_getfield(L, t, "legacy");
+    int use = !lua_isnil(L, b) && !lua_toboolean(L, top + 2);
+    lua_settop(L, b);
+    if (!use)
+        return hcp_rootfs_prepare(L, t, pin, with_proc, rf);
+    struct hcp_rootfs base;
+    if (hcp_base_for_call(L, b, &base) == 0) {
+        int err = hcp_rootfs_prepare_on(L, t, pin, with_proc, &base, rf);
+        if (!err) {
+            rf->base_fd = base.base_fd;
+            rf->base = base.base;
+            rf->nbase = base.nbase;
+        }
+        if (err != HCP_ROOTFS_FRESH)
+            return err;
+    }
+    lua_settop(L, b);
+    lua_createtable(L, 0, 3);   /* { ro = the base's and the call's, rw =, tmp_mb = } */
+    lua_newtable(L);
+    hcp_base_ro(L, b);
+    lua_getfield(L, t, "ro");
+    append(L, top + 3, top + 4);
+    append(L, top + 3, top + 5);
+    lua_settop(L, top + 3);
+    lua_setfield(L, top + 2, "ro");
+    lua_getfield(L, t, "rw");
+    lua_setfield(L, top + 2, "rw");
+    lua_getfield(L, t, "tmp_mb");
+    lua_setfield(L, top + 2, "tmp_mb");
+    lua_pushvalue(L, top + 2);
+    lua_rawseti(L, pin, (lua_Integer)lua_rawlen(L, pin) + 1);
+    return hcp_rootfs_prepare(L, top + 2, pin, with_proc, rf);
+}
+
 int hcp_iso_prepare(lua_State *L, int opts, struct hcp_isolation *iso,
                     int *landlock_fd, int *cgroup_fd)
 {
@@ -373,7 +424,7 @@ int hcp_iso_prepare(lua_State *L, int opts, struct hcp_isolation *iso,
     }
     if (!err && (iso->layers & ISO_ROOTFS)) {
         lua_getfield(L, it, "rootfs");
-        err = hcp_rootfs_prepare(L, lua_gettop(L), pin, (iso->layers & ISO_PIDNS) != 0, &iso->rootfs);
+        err = prepare_rootfs(L, lua_gettop(L), pin, (iso->layers & ISO_PIDNS) != 0, &iso->rootfs);
     }
     if (err) {   /* keep only the message */
         lua_replace(L, top + 1);

@@ -31,17 +31,30 @@ struct hcp_rlim { int resource; unsigned long long value; };
 /* The constructed root (rootfs.c): what the child's "/" holds, planned in
  * the parent (sorted so a directory comes before what is mounted inside
  * it, sources resolved), built in the child. */
-enum { RF_BIND, RF_LINK, RF_DEV, RF_TMP, RF_PROC };
+/* RF_GROUP: a tmpfs of a base view at a top-level directory whose entries
+ * lie deeper (/etc, /sys), so a call can take it whole; RF_SHM: a call's
+ * own /dev/shm on a base view's /dev. */
+enum { RF_BIND, RF_LINK, RF_DEV, RF_TMP, RF_PROC, RF_GROUP, RF_SHM };
 struct hcp_rootfs_ent {
     const char *dest;   /* where in the child's view: the host path asked for */
     const char *src;    /* RF_BIND: the host's real path; RF_LINK: the link's target */
     unsigned char kind, rw, isdir;
+    unsigned char base; /* while planning on a base view: one of its entries */
 };
+/* A top-level entry of a base view, which each call's root takes: a mount
+ * moved in (`link` NULL), or a link made again. */
+struct hcp_base_item { const char *name, *link; unsigned char isdir; };
 struct hcp_rootfs {
     int n;
     struct hcp_rootfs_ent *e;   /* pinned by the table hcp_iso_prepare leaves */
     int legacy;                 /* mount(2) and remounts only (the pre-5.12 path) */
     char tmp_opts[64];          /* tmpfs options of /tmp and /dev/shm */
+    /* Built on a base view (rootfs_base.c): e holds the call's own entries
+     * only, the rest comes from the base's mount namespace. */
+    int base_fd;                /* that namespace, or -1 */
+    int is_base;                /* building a base view: no /dev/shm of its own */
+    int nbase;
+    const struct hcp_base_item *base;
 };
 
 /* Paths made reachable for a process that drops privileges before it
@@ -108,16 +121,35 @@ int hcp_rootfs_check(lua_State *L, int t);
 /* Plans it into *rf (strings pinned in the table at `pin`); /proc is part
  * of it only with a pid namespace. 0, or an errno with the message pushed. */
 int hcp_rootfs_prepare(lua_State *L, int t, int pin, int with_proc, struct hcp_rootfs *rf);
+/* The same on a base view's plan: *rf gets the call's own entries only.
+ * HCP_ROOTFS_FRESH (nothing pushed) when the view cannot be built on the
+ * base (a path in one of its shared directories, or hiding one of its
+ * entries): the caller plans it fresh. */
+#define HCP_ROOTFS_FRESH (-2)
+int hcp_rootfs_prepare_on(lua_State *L, int t, int pin, int with_proc, const struct hcp_rootfs *base,
+                          struct hcp_rootfs *rf);
 /* In the child, in a fresh mount namespace: builds the root and pivots into
  * it. -1 with errno, *where the entry that failed (or RF_AT_*). */
 enum { RF_AT_SETUP = -1, RF_AT_FINISH = -2 };
 int hcp_rootfs_build(const struct hcp_rootfs *rf, int *where);
+/* The same on rf->base_fd: the call's binds cloned from the mount namespace
+ * we are in, then a copy of the base's, a fresh root taking the base's
+ * top-level entries, the call's own entries, pivoted into. */
+int hcp_rootfs_build_on(const struct hcp_rootfs *rf, int *where);
 /* What `where` names, for the error message. */
 const char *hcp_rootfs_where(const struct hcp_rootfs *rf, int where);
 
 /* a, then b, then n in decimal unless n < 0, into buf (at least 128 bytes;
  * no stdio in the child). rootfs_build.c */
 void hcp_join(char *buf, const char *a, const char *b, long long n);
+
+/* rootfs.base (rootfs_base.c): the base view at idx, checked against the
+ * host (rebuilt when what it binds changed): *rf gets its plan, namespace
+ * and items. -1 (nothing pushed) when it cannot be had: plan fresh. */
+int hcp_base_for_call(lua_State *L, int idx, struct hcp_rootfs *rf);
+/* Pushes the `ro` list the base at idx was made from. */
+int hcp_base_ro(lua_State *L, int idx);
+void hcp_register_viewbase(lua_State *L);
 
 /* isolation.stage = { path | { path =, beneath = }, ... } */
 int hcp_stage_check(lua_State *L, int t, struct hcp_stage *st);
@@ -151,7 +183,8 @@ int hcp_landlock_add(int ruleset_fd, const char *path, int which, int abi);
 int hcp_iso_cgroup_join(int cgroup_fd);
 int hcp_iso_userns(const struct hcp_isolation *iso);
 int hcp_iso_netns(void);
-int hcp_iso_pidns_unshare(void);
+/* mntns: with a mount namespace (for hcp-init's own /proc or a fresh view) */
+int hcp_iso_pidns_unshare(int mntns);
 int hcp_iso_pidns_mounts(void);   /* in the grandchild, pid 1 */
 /* In pid 1 of the new pid namespace: its pid_max (per namespace since Linux
  * 6.14; the write goes to the writer's namespace, through any proc). */

@@ -206,9 +206,9 @@ int hcp_iso_ipcns(void)
 
 /* Our next child is pid 1 of the new pid namespace; the mount namespace
  * lets it mount its own /proc without touching ours. */
-int hcp_iso_pidns_unshare(void)
+int hcp_iso_pidns_unshare(int mntns)
 {
-    return unshare(CLONE_NEWPID | CLONE_NEWNS);
+    return unshare(CLONE_NEWPID | (mntns ? CLONE_NEWNS : 0));
 }
 
 /* In pid 1: mounts stop propagating (a shared "/" would carry our /proc back

@@ -121,7 +121,7 @@ static int try_pidns(char *why)
     int st;
     if (ns_prelude(why) < 0)
         return -1;
-    if (hcp_iso_pidns_unshare() < 0)
+    if (hcp_iso_pidns_unshare(1) < 0)
         return FAIL("unshare(CLONE_NEWPID|CLONE_NEWNS): %s", strerror(errno));
     pid_t pid = fork();
     if (pid < 0)
@@ -156,7 +156,7 @@ static int try_pid_max(char *why)
     int st;
     if (ns_prelude(why) < 0)
         return -1;
-    if (hcp_iso_pidns_unshare() < 0)
+    if (hcp_iso_pidns_unshare(1) < 0)
         return FAIL("unshare(CLONE_NEWPID|CLONE_NEWNS): %s", strerror(errno));
     pid_t pid = fork();
     if (pid < 0)
@@ -273,10 +273,10 @@ static int try_run_as(char *why)
 static int build_small_view(char *why)
 {
     static struct hcp_rootfs_ent ents[4] = {
-        { "/dev", NULL, RF_DEV, 1, 1 }, { "/proc", NULL, RF_PROC, 1, 1 },
-        { "/tmp", NULL, RF_TMP, 1, 1 }, { "/usr", "/usr", RF_BIND, 0, 1 },
+        { "/dev", NULL, RF_DEV, 1, 1, 0 }, { "/proc", NULL, RF_PROC, 1, 1, 0 },
+        { "/tmp", NULL, RF_TMP, 1, 1, 0 }, { "/usr", "/usr", RF_BIND, 0, 1, 0 },
     };
-    struct hcp_rootfs rf = { 4, ents, 0, "mode=1777,size=1048576" };
+    struct hcp_rootfs rf = { 4, ents, 0, "mode=1777,size=1048576", -1, 0, 0, NULL };
     int where;
     if (hcp_rootfs_build(&rf, &where) < 0)
         return FAIL("building the view (%s): %s", hcp_rootfs_where(&rf, where), strerror(errno));
@@ -295,7 +295,7 @@ static int try_rootfs(char *why)
     int st;
     if (ns_prelude(why) < 0)
         return -1;
-    if (hcp_iso_pidns_unshare() < 0)
+    if (hcp_iso_pidns_unshare(1) < 0)
         return FAIL("unshare(CLONE_NEWPID|CLONE_NEWNS): %s", strerror(errno));
     pid_t pid = fork();
     if (pid < 0)

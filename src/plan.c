@@ -80,6 +80,9 @@ static size_t plan_size(const struct hcp_launch *l)
     const struct hcp_isolation *iso = l->iso;
     size_t n = align8(sizeof(struct plan_hdr)) + align8(sizeof *l) + align8(sizeof *iso);
     n += align8((size_t)iso->rootfs.n * sizeof *iso->rootfs.e);
+    n += align8((size_t)iso->rootfs.nbase * sizeof *iso->rootfs.base);
+    for (int i = 0; i < iso->rootfs.nbase; i++)
+        n += str_size(iso->rootfs.base[i].name) + str_size(iso->rootfs.base[i].link);
     size_t argc = vec_count(l->argv), envc = vec_count(l->envp);
     n += (argc + 1 + envc + 1) * sizeof(uintptr_t);
     n += str_size(l->path) + str_size(l->cwd);
@@ -112,6 +115,9 @@ static void plan_fill(struct writer *w, const struct hcp_launch *l)
     size_t off_ent = w->len;
     struct hcp_rootfs_ent *ents = (struct hcp_rootfs_ent *)(void *)(w->buf + off_ent);
     w->len += align8((size_t)iso.rootfs.n * sizeof *ents);
+    size_t off_base = w->len;
+    struct hcp_base_item *items = (struct hcp_base_item *)(void *)(w->buf + off_base);
+    w->len += align8((size_t)iso.rootfs.nbase * sizeof *items);
     size_t argc = vec_count(l->argv), envc = vec_count(l->envp);
     size_t off_argv = put_slots(w, argc), off_envp = put_slots(w, envc);
     fill_vec(w, off_argv, l->argv, argc);
@@ -129,6 +135,12 @@ static void plan_fill(struct writer *w, const struct hcp_launch *l)
         ents[i].src = AS_PTR(const char *, put_str(w, src->rootfs.e[i].src));
     }
     iso.rootfs.e = AS_PTR(struct hcp_rootfs_ent *, iso.rootfs.n ? off_ent : 0);
+    for (int i = 0; i < iso.rootfs.nbase; i++) {
+        items[i] = src->rootfs.base[i];
+        items[i].name = AS_PTR(const char *, put_str(w, src->rootfs.base[i].name));
+        items[i].link = AS_PTR(const char *, put_str(w, src->rootfs.base[i].link));
+    }
+    iso.rootfs.base = AS_PTR(const struct hcp_base_item *, iso.rootfs.nbase ? off_base : 0);
     for (int i = 0; i < iso.stage.n; i++) {
         iso.stage.e[i].path = AS_PTR(const char *, put_str(w, src->stage.e[i].path));
         iso.stage.e[i].beneath = AS_PTR(const char *, put_str(w, src->stage.e[i].beneath));
@@ -219,6 +231,13 @@ int hcp_plan_read(char *blob, size_t len, struct hcp_launch *l, struct hcp_isola
                                 (size_t)iso->rootfs.n * sizeof *iso->rootfs.e > len);
     for (int i = 0; !bad && i < iso->rootfs.n; i++)
         bad = fix(blob, len, &iso->rootfs.e[i].dest) || fix(blob, len, &iso->rootfs.e[i].src);
+    bad = bad || iso->rootfs.nbase < 0 || fix(blob, len, &iso->rootfs.base) ||
+          (iso->rootfs.nbase > 0 && (!iso->rootfs.base || (size_t)((const char *)iso->rootfs.base - blob) +
+                                     (size_t)iso->rootfs.nbase * sizeof *iso->rootfs.base > len));
+    for (int i = 0; !bad && i < iso->rootfs.nbase; i++) {
+        struct hcp_base_item *b = (struct hcp_base_item *)(uintptr_t)&iso->rootfs.base[i];
+        bad = fix(blob, len, &b->name) || fix(blob, len, &b->link) || !b->name;
+    }
     for (int i = 0; !bad && i < iso->stage.n; i++)
         bad = fix(blob, len, &iso->stage.e[i].path) || fix(blob, len, &iso->stage.e[i].beneath) ||
               fix(blob, len, &iso->stage.e[i].rel);

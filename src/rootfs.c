@@ -44,8 +44,11 @@ int hcp_rootfs_check(lua_State *L, int t)
         } else if (strcmp(k, "legacy") == 0) {
             if (!lua_isboolean(L, -1))
                 luaL_error(L, "spawn: isolation: rootfs.legacy must be a boolean");
+        } else if (strcmp(k, "base") == 0) {
+            if (!luaL_testudata(L, -1, "hcp.viewbase"))
+                luaL_error(L, "spawn: isolation: rootfs.base must be a view base (core.view_base)");
         } else {
-            luaL_error(L, "spawn: isolation: rootfs: unknown key '%s' (ro, rw, tmp_mb, legacy)",
+            luaL_error(L, "spawn: isolation: rootfs: unknown key '%s' (ro, rw, tmp_mb, legacy, base)",
                        luaL_tolstring(L, -2, NULL));
         }
         lua_pop(L, 1);
@@ -123,6 +126,7 @@ static int plan_one(lua_State *L, int pin, const char *given, int rw, struct hcp
     if (stat(e->src, &st) < 0)
         return rf_error(L, errno, norm, NULL);
     e->kind = RF_BIND;   /* or RF_LINK, decided in link_or_bind */
+    e->base = 0;
     e->rw = (unsigned char)rw;
     e->isdir = S_ISDIR(st.st_mode);
     return 1;
@@ -161,20 +165,11 @@ static void link_or_bind(struct hcp_rootfs *rf, int i, int *drop)
     }
 }
 
-int hcp_rootfs_prepare(lua_State *L, int t, int pin, int with_proc, struct hcp_rootfs *rf)
+/* The paths of t.ro and t.rw planned into rf->e (room for them made by
+ * the caller), after rf->n entries already there. */
+static int plan_lists(lua_State *L, int t, int pin, struct hcp_rootfs *rf)
 {
     static const char *const lists[] = { "ro", "rw" };
-    lua_Integer n = 3;
-    for (int k = 0; k < 2; k++) {
-        lua_getfield(L, t, lists[k]);
-        n += lua_istable(L, -1) ? (lua_Integer)lua_rawlen(L, -1) : 0;
-        lua_pop(L, 1);
-    }
-    if (n > RF_MAX)
-        return lua_pushfstring(L, "spawn: isolation: rootfs: more than %d paths", RF_MAX), E2BIG;
-    rf->e = lua_newuserdatauv(L, sizeof *rf->e * (size_t)n, 0);
-    lua_rawseti(L, pin, (lua_Integer)lua_rawlen(L, pin) + 1);
-    rf->n = 0;
     for (int k = 0; k < 2; k++) {
         lua_getfield(L, t, lists[k]);
         lua_Integer len = lua_istable(L, -1) ? (lua_Integer)lua_rawlen(L, -1) : 0;
@@ -189,17 +184,43 @@ int hcp_rootfs_prepare(lua_State *L, int t, int pin, int with_proc, struct hcp_r
         }
         lua_pop(L, 1);
     }
-    static const struct { const char *dest; int kind; } own[] = {
-        { "/dev", RF_DEV }, { "/tmp", RF_TMP }, { "/proc", RF_PROC },
-    };
-    for (int k = 0; k < (with_proc ? 3 : 2); k++)
-        rf->e[rf->n++] = (struct hcp_rootfs_ent){ own[k].dest, NULL, (unsigned char)own[k].kind, 1, 1 };
+    return 0;
+}
+
+/* How many entries t's lists and `extra` more need; E2BIG beyond RF_MAX. */
+static int count_room(lua_State *L, int t, int extra, int *n)
+{
+    static const char *const lists[] = { "ro", "rw" };
+    lua_Integer c = extra;
+    for (int k = 0; k < 2; k++) {
+        lua_getfield(L, t, lists[k]);
+        c += lua_istable(L, -1) ? (lua_Integer)lua_rawlen(L, -1) : 0;
+        lua_pop(L, 1);
+    }
+    if (c > RF_MAX + extra)
+        return lua_pushfstring(L, "spawn: isolation: rootfs: more than %d paths", RF_MAX), E2BIG;
+    *n = (int)c;
+    return 0;
+}
+
+static void add_own_ent(struct hcp_rootfs *rf, const char *dest, int kind)
+{
+    rf->e[rf->n++] = (struct hcp_rootfs_ent){ dest, NULL, (unsigned char)kind, 1, 1, 0 };
+}
+
+/* Sorted so a directory comes first; a path asked for twice kept once (an
+ * entry of a base view rather than the call's), refused when both read-only
+ * and read-write; then links and drops (link_or_bind). */
+static int settle(lua_State *L, struct hcp_rootfs *rf)
+{
     qsort(rf->e, (size_t)rf->n, sizeof *rf->e, cmp_ent);
     int out = 0;
     for (int i = 0; i < rf->n; i++) {
         if (out > 0 && strcmp(rf->e[out - 1].dest, rf->e[i].dest) == 0) {
             if (rf->e[out - 1].rw != rf->e[i].rw)
                 return rf_error(L, EINVAL, rf->e[i].dest, "both read-only and read-write");
+            if (rf->e[i].base)
+                rf->e[out - 1] = rf->e[i];
             continue;   /* asked for twice */
         }
         rf->e[out++] = rf->e[i];
@@ -213,12 +234,100 @@ int hcp_rootfs_prepare(lua_State *L, int t, int pin, int with_proc, struct hcp_r
             rf->e[out++] = rf->e[i];
     }
     rf->n = out;
+    return 0;
+}
+
+static void plan_options(lua_State *L, int t, struct hcp_rootfs *rf)
+{
     lua_getfield(L, t, "legacy");
     rf->legacy = lua_toboolean(L, -1);
     lua_getfield(L, t, "tmp_mb");
     lua_Integer mb = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : DEFAULT_TMP_MB;
     lua_pop(L, 2);
     hcp_join(rf->tmp_opts, "mode=1777,size=", "", (long long)mb << 20);
+    rf->base_fd = -1;
+    rf->is_base = 0;
+    rf->nbase = 0;
+    rf->base = NULL;
+}
+
+static struct hcp_rootfs_ent *new_ents(lua_State *L, int pin, int n)
+{
+    struct hcp_rootfs_ent *e = lua_newuserdatauv(L, sizeof *e * (size_t)(n > 0 ? n : 1), 0);
+    lua_rawseti(L, pin, (lua_Integer)lua_rawlen(L, pin) + 1);
+    return e;
+}
+
+int hcp_rootfs_prepare(lua_State *L, int t, int pin, int with_proc, struct hcp_rootfs *rf)
+{
+    int n, err = count_room(L, t, 3, &n);
+    if (err)
+        return err;
+    rf->e = new_ents(L, pin, n);
+    rf->n = 0;
+    if ((err = plan_lists(L, t, pin, rf)) != 0)
+        return err;
+    add_own_ent(rf, "/dev", RF_DEV);
+    add_own_ent(rf, "/tmp", RF_TMP);
+    if (with_proc)
+        add_own_ent(rf, "/proc", RF_PROC);
+    if ((err = settle(L, rf)) != 0)
+        return err;
+    plan_options(L, t, rf);
+    return 0;
+}
+
+/* Whether entry e of a call must be built fresh rather than on `base`: it
+ * lies in one of the base's own tmpfs directories (/etc, /sys), shared by
+ * every call, where no mount point may be made. */
+static int needs_fresh(const struct hcp_rootfs *base, const struct hcp_rootfs_ent *e)
+{
+    for (int j = 0; j < base->n; j++)
+        if (base->e[j].kind == RF_GROUP && under(base->e[j].dest, e->dest))
+            return 1;
+    return 0;
+}
+
+int hcp_rootfs_prepare_on(lua_State *L, int t, int pin, int with_proc, const struct hcp_rootfs *base,
+                          struct hcp_rootfs *rf)
+{
+    int n, err = count_room(L, t, base->n + 3, &n);
+    if (err)
+        return err;
+    rf->e = new_ents(L, pin, n);
+    rf->n = 0;
+    for (int i = 0; i < base->n; i++) {
+        if (base->e[i].kind == RF_TMP)
+            continue;   /* where the call mounts its root, not a part of it */
+        rf->e[rf->n] = base->e[i];
+        rf->e[rf->n++].base = 1;
+    }
+    if ((err = plan_lists(L, t, pin, rf)) != 0)
+        return err;
+    add_own_ent(rf, "/tmp", RF_TMP);
+    add_own_ent(rf, "/dev/shm", RF_SHM);
+    if (with_proc)
+        add_own_ent(rf, "/proc", RF_PROC);
+    if ((err = settle(L, rf)) != 0)
+        return err;
+    /* the base's entries are there already: only the call's are built */
+    int out = 0, kept = 0;
+    for (int i = 0; i < rf->n; i++) {
+        if (rf->e[i].base) {
+            kept++;
+            continue;
+        }
+        if (needs_fresh(base, &rf->e[i]))
+            return HCP_ROOTFS_FRESH;
+        rf->e[out++] = rf->e[i];
+    }
+    int own = 0;
+    for (int i = 0; i < base->n; i++)
+        own += base->e[i].kind != RF_TMP;
+    if (kept != own)   /* a call's path hid or changed one of the base's */
+        return HCP_ROOTFS_FRESH;
+    rf->n = out;
+    plan_options(L, t, rf);
     return 0;
 }
 

@@ -202,10 +202,11 @@ int hcp_bind_tree(int src_fd, int tgt_fd, unsigned long long set, int legacy,
 
 /* ---- building the view (child) ------------------------------------------ */
 
-/* The tmpfs mounts we made (our root, /dev, the private /tmp and /dev/shm):
- * the only places a mount point may be created (/dev is read-only by then:
- * only its /dev/shm takes any). */
-static dev_t own_dev[4];
+/* The tmpfs mounts we made (our root, /dev, the private /tmp and /dev/shm,
+ * a base view's groups while it is built): the only places a mount point
+ * may be created (/dev is read-only by then: only its /dev/shm takes any). */
+#define MAX_OWN 16
+static dev_t own_dev[MAX_OWN];
 static int n_own;
 
 static int own(int fd)
@@ -222,7 +223,7 @@ static int own(int fd)
 static void add_own(const char *path)
 {
     struct stat st;
-    if (n_own < 4 && stat(path, &st) == 0)
+    if (n_own < MAX_OWN && stat(path, &st) == 0)
         own_dev[n_own++] = st.st_dev;
 }
 
@@ -362,7 +363,7 @@ static int place_dev(int root, int old, const struct hcp_rootfs *rf)
         if (symlinkat(links[i][0], dev, links[i][1]) < 0)
             return fail_close(dev, -1);
     if (mkdirat(dev, "shm", 01777) < 0 ||
-        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, rf->tmp_opts) < 0)
+        (!rf->is_base && mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, rf->tmp_opts) < 0))
         return fail_close(dev, -1);
     add_own("/dev");
     add_own("/dev/shm");   /* a runtime whose TMPDIR is /dev/shm has its jails there */
@@ -408,32 +409,42 @@ static int place(int root, int old, const struct hcp_rootfs *rf, const struct hc
             return -1;
         add_own("/tmp");
         return 0;
+    case RF_GROUP:
+        if (tmpfs_at(root, e->dest, 0755, MS_NOSUID | MS_NODEV, "mode=0755,size=1048576") < 0)
+            return -1;
+        add_own(e->dest);
+        return 0;
+    case RF_SHM:   /* on a base view's /dev, read-only: the directory is there */
+        if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, rf->tmp_opts) < 0)
+            return -1;
+        add_own("/dev/shm");
+        return 0;
     default: return place_proc(root, rf);
     }
 }
 
-int hcp_rootfs_build(const struct hcp_rootfs *rf, int *where)
+/* A base view's groups, read-only once everything is in them. */
+static int seal_groups(const struct hcp_rootfs *rf)
 {
-    *where = RF_AT_SETUP;
-    /* Nothing we mount may propagate to the host, nor the host's to us. */
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-        return -1;
-    if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1048576") < 0)
-        return -1;
-    if (mkdir("/tmp" OLD, 0700) < 0 || syscall(SYS_pivot_root, "/tmp", "/tmp" OLD) < 0 || chdir("/") < 0)
-        return -1;
-    int old = open(OLD, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    int root = old < 0 ? -1 : open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (root < 0)
-        return fail_close(old, -1);
-    n_own = 0;
-    add_own("/");
+    struct hcp_mount_attr a = { MOUNT_ATTR_RDONLY, 0, 0, 0 };
     for (int i = 0; i < rf->n; i++) {
-        *where = i;
-        if (place(root, old, rf, &rf->e[i]) < 0)
-            return fail_close(old, root);
+        if (rf->e[i].kind != RF_GROUP)
+            continue;
+        int fd = open(rf->e[i].dest, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        long r = fd < 0 ? -1 : syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &a, sizeof a);
+        if (r < 0 && fd >= 0 && errno == ENOSYS)
+            r = remount(rf->e[i].dest, MOUNT_ATTR_RDONLY);
+        close_keep(fd);
+        if (r < 0)
+            return -1;
     }
-    *where = RF_AT_FINISH;
+    return 0;
+}
+
+/* Detaches the old root (the host's, or a base view's copy) and makes ours
+ * read-only. */
+static int finish(const struct hcp_rootfs *rf, int root, int old)
+{
     close(old);
     if (umount2(OLD, MNT_DETACH) < 0 || rmdir(OLD) < 0)
         return fail_close(root, -1);
@@ -443,6 +454,129 @@ int hcp_rootfs_build(const struct hcp_rootfs *rf, int *where)
         r = mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
     close_keep(root);
     return r < 0 ? -1 : chdir("/");
+}
+
+/* A tmpfs on /tmp pivoted into, the old root at OLD; both opened. */
+static int new_root(int *root, int *old)
+{
+    if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1048576") < 0)
+        return -1;
+    if (mkdir("/tmp" OLD, 0700) < 0 || syscall(SYS_pivot_root, "/tmp", "/tmp" OLD) < 0 || chdir("/") < 0)
+        return -1;
+    *old = open(OLD, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    *root = *old < 0 ? -1 : open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (*root < 0)
+        return fail_close(*old, -1);
+    n_own = 0;
+    add_own("/");
+    return 0;
+}
+
+int hcp_rootfs_build(const struct hcp_rootfs *rf, int *where)
+{
+    int root, old;
+    *where = RF_AT_SETUP;
+    /* Nothing we mount may propagate to the host, nor the host's to us. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 || new_root(&root, &old) < 0)
+        return -1;
+    for (int i = 0; i < rf->n; i++) {
+        *where = i;
+        if (place(root, old, rf, &rf->e[i]) < 0)
+            return fail_close(old, root);
+    }
+    *where = RF_AT_FINISH;
+    if (seal_groups(rf) < 0)
+        return fail_close(old, root);
+    return finish(rf, root, old);
+}
+
+/* ---- building on a base view (child) ------------------------------------ */
+
+/* A detached copy of the host path of e (opened beneath our root, no link
+ * followed), with e's mount attributes: cloned before we leave the mount
+ * namespace the host's paths are in. */
+static int clone_tree(int host, const struct hcp_rootfs_ent *e)
+{
+    int src = hcp_openat2(host, e->src + 1, O_PATH, 0,
+                          RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+    if (src < 0)
+        return -1;
+    int tree = (int)syscall(SYS_open_tree, src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+    close_keep(src);
+    if (tree < 0)
+        return -1;
+    struct hcp_mount_attr a = { e->rw ? RW : RO, 0, 0, 0 };
+    if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) < 0)
+        return fail_close(tree, -1);
+    return tree;
+}
+
+/* The base's top-level entries, into our root from its copy at `old`. */
+static int take_base(int root, int old, const struct hcp_rootfs *rf)
+{
+    for (int i = 0; i < rf->nbase; i++) {
+        const struct hcp_base_item *b = &rf->base[i];
+        if (b->link) {
+            if (symlinkat(b->link, root, b->name) < 0)
+                return -1;
+            continue;
+        }
+        int made;
+        if (b->isdir) {
+            made = mkdirat(root, b->name, 0755);
+        } else {
+            int f = openat(root, b->name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+            made = f < 0 ? -1 : close(f);
+        }
+        if (made < 0 || syscall(SYS_move_mount, old, b->name, root, b->name, 0) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void close_all(int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        close_keep(fds[i]);
+}
+
+#define MAX_CALL_BINDS 64
+
+int hcp_rootfs_build_on(const struct hcp_rootfs *rf, int *where)
+{
+    int trees[MAX_CALL_BINDS], root, old, host = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    *where = RF_AT_SETUP;
+    if (host < 0 || rf->n > MAX_CALL_BINDS)
+        return errno = host < 0 ? errno : E2BIG, fail_close(host, -1);
+    for (int i = 0; i < rf->n; i++) {
+        *where = i;
+        trees[i] = rf->e[i].kind == RF_BIND ? clone_tree(host, &rf->e[i]) : -1;
+        if (rf->e[i].kind == RF_BIND && trees[i] < 0)
+            return close_all(trees, i), fail_close(host, -1);
+    }
+    close(host);
+    *where = RF_AT_SETUP;
+    if (setns(rf->base_fd, CLONE_NEWNS) < 0 || unshare(CLONE_NEWNS) < 0 || new_root(&root, &old) < 0)
+        return close_all(trees, rf->n), -1;
+    if (take_base(root, old, rf) < 0)
+        return close_all(trees, rf->n), fail_close(old, root);
+    for (int i = 0; i < rf->n; i++) {
+        *where = i;
+        int r, tgt;
+        if (rf->e[i].kind != RF_BIND) {
+            r = place(root, old, rf, &rf->e[i]);
+        } else if ((tgt = mount_point(root, rf->e[i].dest, rf->e[i].isdir)) < 0) {
+            r = -1;
+        } else {
+            r = (int)syscall(SYS_move_mount, trees[i], "", tgt, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+            close_keep(tgt);
+        }
+        if (r < 0)
+            return close_all(trees, rf->n), fail_close(old, root);
+    }
+    close_all(trees, rf->n);
+    *where = RF_AT_FINISH;
+    return finish(rf, root, old);
 }
 
 /* ---- staging for a process that builds its own view --------------------- */

@@ -190,7 +190,8 @@ static void mounts(const struct hcp_isolation *iso, int pipefd)
 {
     int where;
     if (iso->layers & ISO_ROOTFS) {
-        if (hcp_rootfs_build(&iso->rootfs, &where) < 0)
+        if ((iso->rootfs.base ? hcp_rootfs_build_on(&iso->rootfs, &where)
+                              : hcp_rootfs_build(&iso->rootfs, &where)) < 0)
             hcp_child_fail(pipefd, ST_ROOTFS, where);
     } else if ((iso->layers & ISO_PIDNS) && hcp_iso_pidns_mounts() < 0) {
         child_fail(pipefd, ST_PIDNS);
@@ -293,12 +294,17 @@ _Noreturn void hcp_child(const struct hcp_launch *l, int pipefd, pid_t parent)
         child_fail(pipefd, ST_NETNS);
     if ((want & ISO_IPCNS) && hcp_iso_ipcns() < 0)
         child_fail(pipefd, ST_IPCNS);
+    /* On a base view the mount namespace is a copy of the base's, made
+     * from the host's (setns, then unshare): a copy of the host's made here
+     * first would be thrown away at the setns, and freeing a namespace waits
+     * for an RCU grace period (milliseconds on an idle machine). */
+    int on_base = (want & ISO_ROOTFS) && iso->rootfs.base;
     if (want & ISO_PIDNS) {
-        if (hcp_iso_pidns_unshare() < 0)
+        if (hcp_iso_pidns_unshare(!on_base) < 0)
             child_fail(pipefd, ST_PIDNS);
         pidns_fork(iso, pipefd);   /* from here on: the program, pid 2 */
     } else if (want & ISO_ROOTFS) {
-        if (unshare(CLONE_NEWNS) < 0)
+        if (!on_base && unshare(CLONE_NEWNS) < 0)
             child_fail(pipefd, ST_ROOTFS);
         mounts(iso, pipefd);
     }

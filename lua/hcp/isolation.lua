@@ -426,6 +426,36 @@ local function hand_over(call, run_as)
   return true
 end
 
+-- The part of every call's view that is the same for all (the system
+-- paths, /dev): built once per process in a mount namespace of its own
+-- (core.view_base), which each call copies, then adds its own paths to.
+-- Root only (a call's paths are cloned in the host's mount namespace); where
+-- it cannot be made, every view is built from nothing, as before.
+local base_cache
+local function view_base()
+  if base_cache == nil then
+    base_cache = core.geteuid() == 0 and core.view_base and core.view_base({ ro = M.SYSTEM_READ, tmp_mb = view.TMP_MB })
+      or false
+  end
+  return base_cache or nil
+end
+
+--- The rootfs option of core.spawn for a view: on the base view where there
+--- is one (only the call's own paths listed), else every path.
+---@param v hcp.View
+---@param bwrap boolean the bwrap driver (which builds its own)
+---@return table
+function M.rootfs_spec(v, bwrap)
+  local base = not bwrap and view_base()
+  if not base then return { ro = v.ro, rw = v.rw, tmp_mb = view.TMP_MB } end
+  local system, ro = {}, {}
+  for _, p in ipairs(M.SYSTEM_READ) do system[p] = true end
+  for _, p in ipairs(v.ro) do
+    if not system[p] then ro[#ro + 1] = p end
+  end
+  return { base = base, ro = ro, rw = v.rw, tmp_mb = view.TMP_MB }
+end
+
 ---@class hcp.IsoCall
 ---@field jail string
 ---@field scratch string?
@@ -449,7 +479,7 @@ function M.for_call(layers, call)
     bin_beneath = call.bin_beneath, jail = call.jail, scratch = call.scratch, sockets = call.sockets })
   local bwrap = call.driver == "bwrap"
   if layers.rootfs then
-    spec.rootfs = { ro = v.ro, rw = v.rw, tmp_mb = view.TMP_MB }
+    spec.rootfs = M.rootfs_spec(v, bwrap)
     applied[#applied + 1] = "rootfs"
   end
   add_landlock(spec, applied, layers, call)

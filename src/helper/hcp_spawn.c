@@ -39,11 +39,25 @@ static void cloexec(int fd)
         (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
+/* `hcp-spawn hold`: what holds a base view's mount namespace open while the
+ * C module opens it (rootfs_base.c): waits for its stdin to close. */
+static int hold(void)
+{
+    char c;
+    ssize_t n;
+    while ((n = read(0, &c, 1)) > 0 || (n < 0 && errno == EINTR))
+        ;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static struct hcp_launch l;
     static struct hcp_isolation iso;
     struct stat st;
+    if (argc == 2 && argv[1][0] == 'h' && argv[1][1] == 'o' && argv[1][2] == 'l' && argv[1][3] == 'd' &&
+        argv[1][4] == '\0')
+        return hold();
     int fd = argc == 2 ? parse_fd(argv[1]) : -1;
     if (fd < 0 || fstat(fd, &st) < 0 || st.st_size <= 0)
         return 126;
@@ -52,7 +66,8 @@ int main(int argc, char **argv)
     if (blob == MAP_FAILED || hcp_plan_read(blob, (size_t)st.st_size, &l, &iso) < 0)
         return 126;
     int pipefd = l.report_fd;
-    int keep[] = { pipefd, l.exe_fd, l.in_fd, l.out_fd, l.err_fd, iso.landlock_fd, iso.cgroup_fd };
+    int keep[] = { pipefd, l.exe_fd, l.in_fd, l.out_fd, l.err_fd, iso.landlock_fd, iso.cgroup_fd,
+                   iso.rootfs.base ? iso.rootfs.base_fd : -1 };
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
         cloexec(keep[i]);
     for (int i = 0; i < l.ndata && i < HCP_DATA_FDS; i++)
