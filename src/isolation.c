@@ -6,6 +6,7 @@
  * cgroup.procs is opened here, so the child only writes its pid. Also
  * core.rmdir, for the cgroup directories the Lua side creates. */
 #include "isolation.h"
+#include "spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -22,6 +25,7 @@
 
 #include <linux/landlock.h>
 #include <linux/magic.h>
+#include <linux/nsfs.h>
 
 #include "compat.h"
 
@@ -30,7 +34,7 @@ static const struct { const char *name; unsigned bit; } layer_names[] = {
     { "netns", ISO_NETNS }, { "pidns", ISO_PIDNS }, { "caps", ISO_CAPS },
     { "rlimits", ISO_RLIMITS }, { "cgroup", ISO_CGROUP }, { "rootfs", ISO_ROOTFS },
     { "ipcns", ISO_IPCNS }, { "run_as", ISO_RUN_AS }, { "stage", ISO_STAGE },
-    { "pids_max", ISO_PIDS_MAX },
+    { "pids_max", ISO_PIDS_MAX }, { "userns", ISO_USERNS },
 };
 #define NLAYERS (sizeof layer_names / sizeof layer_names[0])
 
@@ -180,10 +184,31 @@ static void check_rlimits(lua_State *L, int t, struct hcp_isolation *iso)
     }
 }
 
+/* An open descriptor of the caller (the layer is applied with setns). */
+static int check_fd(lua_State *L, int v, const char *what)
+{
+    lua_Integer fd = lua_isinteger(L, v) ? lua_tointeger(L, v) : hcp_nsfd_get(L, v);
+    if (fd < 0 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0)
+        luaL_error(L, strcmp(what, "netns") == 0
+                   ? "spawn: isolation: netns must be a boolean, \"pool\" or an open descriptor of a network namespace"
+                   : "spawn: isolation: userns must be an open descriptor of a user namespace");
+    return (int)fd;
+}
+
+/* netns = "pool" | fd (true and false are booleans, read by the caller) */
+static void check_netns(lua_State *L, int v, struct hcp_isolation *iso)
+{
+    if (lua_type(L, v) == LUA_TSTRING && strcmp(lua_tostring(L, v), "pool") == 0)
+        iso->netns_pool = 1;
+    else
+        iso->netns_fd = check_fd(L, v, "netns");
+}
+
 int hcp_iso_check(lua_State *L, int opts, struct hcp_isolation *iso)
 {
     memset(iso, 0, sizeof *iso);
     iso->landlock_fd = iso->cgroup_fd = iso->cap_last = -1;
+    iso->netns_fd = iso->userns_fd = -1;
     int top = lua_gettop(L);
     int t = lua_getfield(L, opts, "isolation");
     if (t == LUA_TNIL)
@@ -217,6 +242,11 @@ int hcp_iso_check(lua_State *L, int opts, struct hcp_isolation *iso)
                 luaL_error(L, "spawn: isolation: pids_max must be an integer from %d to %d",
                            HCP_PIDS_MAX_MIN, HCP_PIDS_MAX_MAX);
             iso->pid_max = (unsigned)lua_tointeger(L, v) + 1;
+        } else if (bit == ISO_NETNS && !lua_isboolean(L, v)) {
+            check_netns(L, v, iso);
+        } else if (bit == ISO_USERNS) {
+            iso->userns_fd = check_fd(L, v, "userns");
+            bit = 0;
         } else if (!lua_isboolean(L, v)) {
             luaL_error(L, "spawn: isolation: %s must be a boolean", lua_tostring(L, -2));
         } else if (!lua_toboolean(L, v)) {
@@ -329,6 +359,12 @@ static int prepare_cgroup(lua_State *L, const char *dir, struct hcp_isolation *i
     return 0;
 }
 
+/* The kind of namespace fd refers to (NS_GET_NSTYPE, Linux 4.11), or -1. */
+static int ns_type(int fd)
+{
+    return ioctl(fd, NS_GET_NSTYPE);
+}
+
 static int read_cap_last(void)
 {
     char buf[16];
@@ -402,7 +438,15 @@ int hcp_iso_prepare(lua_State *L, int opts, struct hcp_isolation *iso,
         return lua_newtable(L), 0;
     iso->uid = geteuid();
     iso->gid = getegid();
-    iso->userns = iso->uid != 0 && (iso->layers & (ISO_NETNS | ISO_PIDNS | ISO_ROOTFS | ISO_IPCNS));
+    iso->userns = iso->uid != 0 && iso->userns_fd < 0 &&
+                  (iso->layers & (ISO_NETNS | ISO_PIDNS | ISO_ROOTFS | ISO_IPCNS));
+    if ((iso->netns_fd >= 0 && ns_type(iso->netns_fd) != CLONE_NEWNET) ||
+        (iso->userns_fd >= 0 && ns_type(iso->userns_fd) != CLONE_NEWUSER)) {
+        int net = iso->netns_fd >= 0 && ns_type(iso->netns_fd) != CLONE_NEWNET;
+        lua_pushfstring(L, "spawn: isolation: %s: descriptor %d is not a %s namespace", net ? "netns" : "userns",
+                        net ? iso->netns_fd : iso->userns_fd, net ? "network" : "user");
+        return EINVAL;
+    }
     if ((iso->layers & ISO_SECCOMP) && !hcp_iso_seccomp_supported()) {
         lua_pushliteral(L, "spawn: isolation: seccomp: unsupported architecture");
         return ENOSYS;

@@ -15,6 +15,7 @@ enum {
     ISO_PIDNS = 1 << 3, ISO_CAPS = 1 << 4, ISO_RLIMITS = 1 << 5,
     ISO_CGROUP = 1 << 6, ISO_ROOTFS = 1 << 7, ISO_IPCNS = 1 << 8,
     ISO_RUN_AS = 1 << 9, ISO_STAGE = 1 << 10, ISO_PIDS_MAX = 1 << 11,
+    ISO_USERNS = 1 << 12,   /* a key only: userns = fd */
 };
 
 /* pids_max: what a pid namespace's pid_max can express (Linux refuses less
@@ -83,6 +84,11 @@ struct hcp_isolation {
     struct { const char *path; int which; } proc_rules[HCP_PROC_RULES];
     int ll_fs, ll_tcp, ll_scopes;       /* what the Landlock ruleset handles */
     unsigned pid_max;                   /* pids_max + 1: the pid namespace's pid_max */
+    /* netns = fd, or one from the pool: setns into it rather than unshare;
+     * userns = fd: joined rather than made (a non-root runtime's netns fd
+     * belongs to one). -1: not given. Owned by the caller. */
+    int netns_fd, userns_fd;
+    int netns_pool;                     /* netns = "pool" (spawn.c, netns_pool.c) */
     uid_t run_uid;                      /* run_as */
     gid_t run_gid;
     struct hcp_rootfs rootfs;
@@ -112,6 +118,17 @@ int hcp_iso_path_list(lua_State *L, int list, const char *what, const char *each
 
 /* core.probe() (isolation_probe.c) */
 int hcp_probe(lua_State *L);
+
+/* ---- network namespaces kept for reuse (netns_pool.c) -------------------- */
+
+/* A pooled network namespace (and, for a non-root runtime, the user
+ * namespace that owns it), or { -1, -1 }. */
+struct hcp_netns { int net, user; };
+struct hcp_netns hcp_netns_take(int root);
+/* Gives one back (or closes it when the pool is full). */
+void hcp_netns_give(struct hcp_netns ns, int root);
+/* The namespaces a running child is in: /proc/<pid>/ns/net (and user). */
+struct hcp_netns hcp_netns_of(pid_t pid, int with_user);
 
 /* ---- the constructed root (rootfs.c) ------------------------------------ */
 
@@ -182,7 +199,7 @@ int hcp_landlock_add(int ruleset_fd, const char *path, int which, int abi);
 
 int hcp_iso_cgroup_join(int cgroup_fd);
 int hcp_iso_userns(const struct hcp_isolation *iso);
-int hcp_iso_netns(void);
+int hcp_iso_netns(const struct hcp_isolation *iso);
 /* mntns: with a mount namespace (for hcp-init's own /proc or a fresh view) */
 int hcp_iso_pidns_unshare(int mntns);
 int hcp_iso_pidns_mounts(void);   /* in the grandchild, pid 1 */

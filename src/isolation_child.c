@@ -180,6 +180,8 @@ static int write_map(const char *path, unsigned long long id)
  * before an unprivileged process may write gid_map (absent before 3.19). */
 int hcp_iso_userns(const struct hcp_isolation *iso)
 {
+    if (iso->userns_fd >= 0)   /* userns = fd: that one, its maps as they are */
+        return setns(iso->userns_fd, CLONE_NEWUSER);
     if (unshare(CLONE_NEWUSER) < 0)
         return -1;
     if (write_file("/proc/self/setgroups", "deny", 4) < 0 && errno != ENOENT)
@@ -191,10 +193,11 @@ int hcp_iso_userns(const struct hcp_isolation *iso)
 }
 
 /* A fresh network namespace holds one loopback, down: no route anywhere,
- * not even to the host's 127.0.0.1 or ::1. */
-int hcp_iso_netns(void)
+ * not even to the host's 127.0.0.1 or ::1. A given one (netns = fd, or
+ * from the pool) is joined instead. */
+int hcp_iso_netns(const struct hcp_isolation *iso)
 {
-    return unshare(CLONE_NEWNET);
+    return iso->netns_fd >= 0 ? setns(iso->netns_fd, CLONE_NEWNET) : unshare(CLONE_NEWNET);
 }
 
 /* SysV IPC and POSIX message queues of our own: the host's segments are not

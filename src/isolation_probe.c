@@ -92,6 +92,7 @@ static struct hcp_isolation self_ids(void)
 {
     struct hcp_isolation iso;
     memset(&iso, 0, sizeof iso);
+    iso.netns_fd = iso.userns_fd = -1;
     iso.uid = geteuid();
     iso.gid = getegid();
     return iso;
@@ -113,7 +114,8 @@ static int try_netns(char *why)
 {
     if (ns_prelude(why) < 0)
         return -1;
-    return hcp_iso_netns() < 0 ? FAIL("unshare(CLONE_NEWNET): %s", strerror(errno)) : 0;
+    struct hcp_isolation iso = self_ids();
+    return hcp_iso_netns(&iso) < 0 ? FAIL("unshare(CLONE_NEWNET): %s", strerror(errno)) : 0;
 }
 
 static int try_pidns(char *why)

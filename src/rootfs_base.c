@@ -172,7 +172,7 @@ static int hold_view(lua_State *L, struct hcp_rootfs *rf)
     struct hcp_isolation iso;
     memset(&iso, 0, sizeof iso);
     iso.layers = ISO_ROOTFS;
-    iso.landlock_fd = iso.cgroup_fd = iso.cap_last = -1;
+    iso.landlock_fd = iso.cgroup_fd = iso.cap_last = iso.netns_fd = iso.userns_fd = -1;
     iso.uid = geteuid();
     iso.gid = getegid();
     iso.rootfs = *rf;

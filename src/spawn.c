@@ -334,6 +334,7 @@ static int l_spawn(lua_State *L)
         p->in_data = in;
         p->in_len = in_len;
     }
+    p->netns.net = p->netns.user = -1;
     p->max_output = (size_t)max_out;
     p->capture = capture;
     p->streaming = streaming;
@@ -357,6 +358,19 @@ static int l_spawn(lua_State *L)
         err = errno;
         hcp_proc_release(p);
         return hcp_push_oserror(L, err, "spawn: %s", step);
+    }
+    /* a pooled network namespace is the proc's from here on */
+    p->root = geteuid() == 0;
+    /* a pid namespace, so the call's end is known to be its last process's;
+     * no capabilities in the program, so it cannot have changed the
+     * namespace (its loopback up, an address, a route) */
+    p->netns_reuse = iso.netns_pool && (iso.layers & ISO_NETNS) && (iso.layers & ISO_PIDNS) &&
+                     (iso.layers & ISO_CAPS);
+    if (p->netns_reuse) {
+        p->netns = hcp_netns_take(p->root);
+        iso.netns_fd = p->netns.net;
+        if (!p->root)
+            iso.userns_fd = p->netns.user;
     }
     /* Fail closed: a layer asked for that cannot be prepared runs nothing. */
     err = hcp_iso_prepare(L, 1, &iso, &p->tmp[T_LANDLOCK], &p->tmp[T_CGROUP]);
@@ -388,6 +402,9 @@ static int l_spawn(lua_State *L)
     }
     p->pid = pid;
     p->state = S_RUNNING;
+    /* made for this call: kept for the next (its first process is in it) */
+    if (p->netns_reuse && p->netns.net < 0)
+        p->netns = hcp_netns_of(pid, !p->root);
     /* Without a pidfd (ENOSYS before 5.3, or EMFILE) exits are polled every
      * TICK_NS instead; nothing else changes. */
     p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);

@@ -133,6 +133,10 @@ typedef struct {
     int capture, streaming;    /* keep output in buf; queue it in pend */
     int got_output;            /* pend gained bytes since the last take */
     struct usage usage;
+    /* netns = "pool": the call's network namespace (taken from the pool or
+     * made for it), given back when the call ended on its own */
+    struct hcp_netns netns;
+    int netns_reuse, signalled, root;
 } proc_t;
 
 /* spawn_io.c */
@@ -149,6 +153,11 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
 /* Nanoseconds until the proc's next timer event (a timeout, the kill after
  * the grace, the end of draining, exit polling), or NEVER. */
 int64_t hcp_proc_next(const proc_t *p, int64_t now);
+
+/* A namespace descriptor as a Lua value (proc:nsfd), closed by its __gc;
+ * its fd, or -1 when idx is not one (or it was closed). spawn_proc.c */
+void hcp_push_nsfd(lua_State *L, int fd);
+int hcp_nsfd_get(lua_State *L, int idx);
 
 /* spawn_proc.c: the proc methods, core.wait_any and core.signame. */
 void hcp_register_proc(lua_State *L);

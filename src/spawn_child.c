@@ -288,9 +288,9 @@ _Noreturn void hcp_child(const struct hcp_launch *l, int pipefd, pid_t parent)
     int where;
     if ((want & ISO_STAGE) && hcp_stage_build(&iso->stage, &where) < 0)
         hcp_child_fail(pipefd, ST_STAGE, where);
-    if (iso->userns && hcp_iso_userns(iso) < 0)
+    if ((iso->userns || iso->userns_fd >= 0) && hcp_iso_userns(iso) < 0)
         child_fail(pipefd, ST_USERNS);
-    if ((want & ISO_NETNS) && hcp_iso_netns() < 0)
+    if ((want & ISO_NETNS) && hcp_iso_netns(iso) < 0)
         child_fail(pipefd, ST_NETNS);
     if ((want & ISO_IPCNS) && hcp_iso_ipcns() < 0)
         child_fail(pipefd, ST_IPCNS);

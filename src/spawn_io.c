@@ -46,6 +46,8 @@ void hcp_proc_release(proc_t *p)
     }
     hcp_closefd(&p->pidfd);
     hcp_closefd(&p->in_fd);
+    hcp_closefd(&p->netns.net);
+    hcp_closefd(&p->netns.user);
     for (int i = 0; i < NTMP; i++)
         hcp_closefd(&p->tmp[i]);
     for (int i = 0; i < 2; i++) {
@@ -99,6 +101,21 @@ static void keep_rusage(proc_t *p, const struct rusage *ru)
 
 /* ---- the I/O engine ----------------------------------------------------- */
 
+/* netns = "pool": the call's namespace goes back only when the call ended
+ * on its own (netns_pool.c says why that leaves nothing of it there). */
+static void give_back_netns(proc_t *p)
+{
+    if (p->netns.net < 0)
+        return;
+    if (p->netns_reuse && p->status != -1 && WIFEXITED(p->status) && !p->term_sent && !p->kill_sent &&
+        !p->signalled) {
+        hcp_netns_give(p->netns, p->root);
+        p->netns.net = p->netns.user = -1;
+    }
+    hcp_closefd(&p->netns.net);
+    hcp_closefd(&p->netns.user);
+}
+
 /* The direct child has exited, seen without reaping it: what is left of its
  * group is killed while the zombie still pins the group id, then it is reaped
  * and the pipes get DRAIN_NS more to deliver what was written. */
@@ -125,6 +142,7 @@ static void proc_check_exit(proc_t *p)
         p->status = r < 0 ? -1 : st;
         if (r > 0)
             keep_rusage(p, &ru);
+        give_back_netns(p);
     }
     p->t_end = hcp_now_ns();
     p->state = S_DRAINING;

@@ -143,7 +143,7 @@ static int direct_main(void *arg)
 }
 
 /* The fds the helper needs, handed over across its exec. */
-#define MAX_KEEP (8 + HCP_DATA_FDS)
+#define MAX_KEEP (12 + HCP_DATA_FDS)
 struct stub {
     int helper, pipefd, nkeep, keep[MAX_KEEP];
     char *argv[3], *envp[1];
@@ -183,7 +183,8 @@ static pid_t via_helper(const struct hcp_launch *l, int helper, int pipefd, pid_
     const struct hcp_isolation *iso = l->iso;
     struct stub s = { helper, pipefd, 0, { 0 }, { "hcp-spawn", fdarg, NULL }, { NULL } };
     int keep[] = { plan, pipefd, l->exe_fd, l->in_fd, l->out_fd, l->err_fd,
-                   iso->landlock_fd, iso->cgroup_fd, iso->rootfs.base ? iso->rootfs.base_fd : -1 };
+                   iso->landlock_fd, iso->cgroup_fd, iso->rootfs.base ? iso->rootfs.base_fd : -1,
+                   iso->netns_fd, iso->userns_fd };
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
         s.keep[s.nkeep++] = keep[i];
     for (int i = 0; i < l->ndata; i++)

@@ -3,6 +3,8 @@
 #include "spawn.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +196,7 @@ static int p_kill(lua_State *L)
         lua_pushinteger(L, ESRCH);
         return 3;
     }
+    p->signalled = 1;   /* whatever it does, its network namespace is not reused */
     if (killpg(p->pid, sig) < 0)
         return hcp_push_oserror(L, errno, "spawn: kill");
     lua_pushboolean(L, 1);
@@ -247,6 +250,28 @@ static int p_fds(lua_State *L)
             lua_pushinteger(L, fds[i]);
             lua_rawseti(L, -2, ++k);
         }
+    return 1;
+}
+
+/* proc:nsfd(kind) -> a namespace of the running child (kind: "net",
+ * "user", "ipc", "mnt", "pid", "uts"), held open: for a later spawn's
+ * isolation.netns / userns = nsfd (the child is ours and unreaped, so the
+ * pid names it). With pidns, the intermediate's: its network, user and IPC
+ * namespaces are the program's. */
+static int p_nsfd(lua_State *L)
+{
+    static const char *const kinds[] = { "net", "user", "ipc", "mnt", "pid", "uts", NULL };
+    proc_t *p = checkproc(L, 1);
+    const char *kind = kinds[luaL_checkoption(L, 2, NULL, kinds)];
+    if (p->state != S_RUNNING)
+        return luaL_pushfail(L), lua_pushliteral(L, "spawn: nsfd: the process has ended"),
+               lua_pushinteger(L, ESRCH), 3;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/ns/%s", (long)p->pid, kind);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return hcp_push_oserror(L, errno, "spawn: nsfd: %s", path);
+    hcp_push_nsfd(L, fd);
     return 1;
 }
 
@@ -317,15 +342,57 @@ static int l_signame(lua_State *L)
     return 1;
 }
 
+/* ---- namespace descriptors ----------------------------------------------- */
+
+#define NSFD_MT "hcp.nsfd"
+
+void hcp_push_nsfd(lua_State *L, int fd)
+{
+    int *u = lua_newuserdatauv(L, sizeof *u, 0);
+    *u = fd;
+    luaL_setmetatable(L, NSFD_MT);
+}
+
+int hcp_nsfd_get(lua_State *L, int idx)
+{
+    int *u = luaL_testudata(L, idx, NSFD_MT);
+    if (!u || *u < 0)
+        return -1;
+    return *u;
+}
+
+/* nsfd:fd() -> the descriptor (nil once closed) */
+static int ns_fd(lua_State *L)
+{
+    int *u = luaL_checkudata(L, 1, NSFD_MT);
+    if (*u < 0)
+        return luaL_pushfail(L), 1;
+    lua_pushinteger(L, *u);
+    return 1;
+}
+
+static int ns_gc(lua_State *L)
+{
+    hcp_closefd(luaL_checkudata(L, 1, NSFD_MT));
+    return 0;
+}
+
 void hcp_register_proc(lua_State *L)
 {
+    static const luaL_Reg ns_meta[] = { { "__gc", ns_gc }, { "__close", ns_gc }, { NULL, NULL } };
+    static const luaL_Reg ns_methods[] = { { "fd", ns_fd }, { "close", ns_gc }, { NULL, NULL } };
+    luaL_newmetatable(L, NSFD_MT);
+    luaL_setfuncs(L, ns_meta, 0);
+    luaL_newlib(L, ns_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
     static const luaL_Reg meta[] = {
         { "__gc", p_gc }, { "__close", p_gc }, { NULL, NULL },
     };
     static const luaL_Reg methods[] = {
         { "pid", p_pid }, { "wait", p_wait }, { "kill", p_kill },
         { "done", p_done }, { "take", p_take }, { "next_ms", p_next_ms },
-        { "fds", p_fds }, { NULL, NULL },
+        { "fds", p_fds }, { "nsfd", p_nsfd }, { NULL, NULL },
     };
     static const luaL_Reg funcs[] = {
         { "wait_any", l_wait_any }, { "drive", l_drive }, { "signame", l_signame },

@@ -488,7 +488,10 @@ function M.for_call(layers, call)
     applied[#applied + 1] = "seccomp"
   end
   if layers.netns and not call.network then
-    spec.netns = true
+    -- a network namespace lent by the core's pool (one call at a time, taken
+    -- back only from a call that ended on its own: src/netns_pool.c); not
+    -- when a granted socket could carry one of its sockets out to a service
+    spec.netns = (layers.pidns and #(call.sockets or {}) == 0) and "pool" or true
     applied[#applied + 1] = "netns"
   end
   for _, l in ipairs({ "ipcns", "pidns", "caps" }) do
