@@ -26,6 +26,7 @@ int luaopen_hcp_core(lua_State *L)
     hcp_register_isolation(L);
     hcp_register_viewbase(L);
     hcp_register_poller(L);
+    hcp_register_pollable(L);
     hcp_register_stdio(L);
     lua_pushcfunction(L, l_monotonic_us);
     lua_setfield(L, -2, "monotonic_us");

@@ -8,6 +8,7 @@
 #include "hcp_core.h"
 #include "isolation.h"
 
+#include <poll.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -145,11 +146,34 @@ void hcp_closefd(int *fd);
 /* The one cleanup path: kills and reaps a running child, closes every fd,
  * frees the buffers; idempotent. */
 void hcp_proc_release(proc_t *p);
-/* Drives n procs until `need` of them are done or `deadline` has passed
- * (after at least one poll pass), or — with `on_output` — after a pass in
- * which a streaming proc received output. Returns 0 or poll's errno. */
+/* Something else one drive services in the same poll as the procs (issue
+ * 14's proxy sockets, say): `fill` puts up to `max` pollfds it waits on
+ * into pfd and returns how many; `ready` gets them back, with revents,
+ * after each poll (n = what fill returned; also called when only its timer
+ * is due) and returns nonzero when the drive should return to its caller
+ * after this pass; `next` returns the CLOCK_MONOTONIC nanoseconds of its
+ * next timer, or NEVER. Runs in the caller's thread, between polls: no
+ * callback may call back into Lua or free itself. */
+struct hcp_pollable_ops {
+    int (*fill)(void *self, struct pollfd *pfd, int max);
+    int (*ready)(void *self, const struct pollfd *pfd, int n);
+    int64_t (*next)(void *self, int64_t now);
+};
+struct hcp_pollable { const struct hcp_pollable_ops *ops; void *self; };
+#define HCP_POLLABLE_FDS 16     /* at most per pollable */
+#define HCP_POLLABLE_MAX 64     /* pollables per drive */
+/* A Lua value is a pollable when it is a full userdata whose metatable has
+ * `__hcp_pollable`, a light userdata pointing to its ops; self is the
+ * userdata's block. The pollable at idx, or { NULL, NULL }. (pollable.c) */
+struct hcp_pollable hcp_pollable_at(lua_State *L, int idx);
+
+/* Drives n procs (and the `nextra` extras) until `need` procs are done or
+ * `deadline` has passed (after at least one poll pass), or — with
+ * `on_output` — after a pass in which a streaming proc received output,
+ * or after a pass in which an extra asked for it. Returns 0 or poll's
+ * errno. */
 int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
-                   int on_output);
+                   int on_output, const struct hcp_pollable *extras, int nextra);
 /* Nanoseconds until the proc's next timer event (a timeout, the kill after
  * the grace, the end of draining, exit polling), or NEVER. */
 int64_t hcp_proc_next(const proc_t *p, int64_t now);

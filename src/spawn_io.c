@@ -335,12 +335,26 @@ static int *slot_fd(proc_t *p, int slot)
 
 struct ref { proc_t *p; int slot; };
 
-int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
-                   int on_output)
+/* The extras' descriptors after the procs' in pfd (from index nf); their
+ * count per extra in counts. Returns the new nf. */
+static int fill_extras(const struct hcp_pollable *x, int nx, struct pollfd *pfd, int nf, int *counts)
 {
-    struct pollfd *pfd = lua_newuserdatauv(L, sizeof *pfd * 4 * (size_t)n, 0);
-    struct ref *refs = lua_newuserdatauv(L, sizeof *refs * 4 * (size_t)n, 0);
-    int polled = 0, err = 0;
+    for (int i = 0; i < nx; i++) {
+        int c = x[i].ops->fill ? x[i].ops->fill(x[i].self, pfd + nf, HCP_POLLABLE_FDS) : 0;
+        counts[i] = c < 0 ? 0 : c > HCP_POLLABLE_FDS ? HCP_POLLABLE_FDS : c;
+        nf += counts[i];
+    }
+    return nf;
+}
+
+int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
+                   int on_output, const struct hcp_pollable *extras, int nextra)
+{
+    size_t cap = 4 * (size_t)n + (size_t)nextra * HCP_POLLABLE_FDS + 1;
+    struct pollfd *pfd = lua_newuserdatauv(L, sizeof *pfd * cap, 0);
+    struct ref *refs = lua_newuserdatauv(L, sizeof *refs * 4 * ((size_t)n + 1), 0);
+    int counts[HCP_POLLABLE_MAX];
+    int polled = 0, err = 0, wake = 0;
     for (;;) {
         int64_t now = hcp_now_ns(), next = deadline;
         int done = 0, nf = 0;
@@ -351,7 +365,12 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
             else if (hcp_proc_next(ps[i], now) < next)
                 next = hcp_proc_next(ps[i], now);
         }
-        if (done >= need || (polled && now >= deadline))
+        for (int i = 0; i < nextra; i++) {
+            int64_t t = extras[i].ops->next ? extras[i].ops->next(extras[i].self, now) : NEVER;
+            if (t < next)
+                next = t;
+        }
+        if (done >= need || (polled && now >= deadline) || wake)
             break;
         if (on_output && polled) {
             int any = 0;
@@ -371,6 +390,8 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
                 refs[nf].p = ps[i];
                 refs[nf++].slot = s;
             }
+        int nprocs = nf;
+        nf = fill_extras(extras, nextra, pfd, nf, counts);
         int64_t wait_ms = next == NEVER ? -1 : next <= now ? 0 : (next - now + MS - 1) / MS;
         int r = poll(pfd, (nfds_t)nf, wait_ms > INT_MAX ? INT_MAX : (int)wait_ms);
         /* A signal with a handler (Ctrl-C in the REPL) returns to Lua, whose
@@ -380,7 +401,7 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
             break;
         }
         polled = 1;
-        for (int k = 0; k < nf && r > 0; k++) {
+        for (int k = 0; k < nprocs && r > 0; k++) {
             proc_t *p = refs[k].p;
             /* skip an fd a previous event of this pass closed */
             if (!pfd[k].revents || *slot_fd(p, refs[k].slot) != pfd[k].fd)
@@ -393,6 +414,9 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
             else
                 read_stream(p, &p->out[refs[k].slot]);
         }
+        for (int i = 0, at = nprocs; i < nextra; at += counts[i++])
+            if (extras[i].ops->ready && extras[i].ops->ready(extras[i].self, pfd + at, counts[i]))
+                wake = 1;
     }
     lua_pop(L, 2);   /* the scratch arrays */
     return err;

@@ -125,7 +125,7 @@ static int p_wait(lua_State *L)
     int64_t deadline = opt_deadline(L, 2);
     check_open(L, p);
     if (p->state == S_RUNNING || p->state == S_DRAINING) {
-        int err = hcp_proc_drive(L, &p, 1, 1, deadline, 0);
+        int err = hcp_proc_drive(L, &p, 1, 1, deadline, 0, NULL, 0);
         if (err == EINTR) {
             luaL_pushfail(L);
             lua_pushliteral(L, "interrupted");
@@ -148,7 +148,7 @@ static int p_done(lua_State *L)
 {
     proc_t *p = checkproc(L, 1);
     if (p->state == S_RUNNING || p->state == S_DRAINING) {
-        int err = hcp_proc_drive(L, &p, 1, 1, hcp_now_ns(), 0);   /* one non-blocking pass */
+        int err = hcp_proc_drive(L, &p, 1, 1, hcp_now_ns(), 0, NULL, 0);   /* one non-blocking pass */
         if (err)
             return hcp_push_oserror(L, err, "spawn: poll");
     }
@@ -281,13 +281,34 @@ static int p_gc(lua_State *L)
     return 0;
 }
 
+/* extras at idx: an array of pollables (hcp_pollable_at), into x. */
+static int collect_extras(lua_State *L, int idx, struct hcp_pollable *x)
+{
+    if (lua_isnoneornil(L, idx))
+        return 0;
+    luaL_checktype(L, idx, LUA_TTABLE);
+    lua_Unsigned len = lua_rawlen(L, idx);
+    luaL_argcheck(L, len <= HCP_POLLABLE_MAX, idx, "too many extras");
+    for (lua_Unsigned i = 1; i <= len; i++) {
+        lua_rawgeti(L, idx, (lua_Integer)i);
+        x[i - 1] = hcp_pollable_at(L, -1);
+        if (!x[i - 1].ops)
+            luaL_error(L, "drive: extras[%d] is not a pollable", (int)i);
+        lua_pop(L, 1);   /* pinned by the caller's array, kept below */
+    }
+    return (int)len;
+}
+
 /* core.wait_any(procs, timeout_ms) -> array of the finished procs;
- * core.drive(procs, timeout_ms) the same, but it also returns (after one
- * pass) when a streaming proc received output, for proc:take(). */
+ * core.drive(procs, timeout_ms [, extras]) the same, but it also returns
+ * (after one pass) when a streaming proc received output, for proc:take(),
+ * or when an extra (a pollable) asked for it. */
 static int drive_procs(lua_State *L, int on_output)
 {
+    struct hcp_pollable extras[HCP_POLLABLE_MAX];
     luaL_checktype(L, 1, LUA_TTABLE);
     int64_t deadline = opt_deadline(L, 2);
+    int nextra = on_output ? collect_extras(L, 3, extras) : 0;   /* pinned by arg 3 */
     lua_Unsigned len = lua_rawlen(L, 1);
     luaL_argcheck(L, len <= 65536, 1, "too many procs");
     int n = (int)len;
@@ -303,8 +324,8 @@ static int drive_procs(lua_State *L, int on_output)
             return luaL_error(L, "wait_any: procs[%d] is closed", i + 1);
         lua_rawseti(L, keep, i + 1);
     }
-    if (n > 0) {
-        int err = hcp_proc_drive(L, ps, n, 1, deadline, on_output);
+    if (n > 0 || nextra > 0) {
+        int err = hcp_proc_drive(L, ps, n, 1, deadline, on_output, extras, nextra);
         if (err && err != EINTR)   /* interrupted: report what has finished */
             return hcp_push_oserror(L, err, "spawn: poll");
     }
