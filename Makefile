@@ -48,7 +48,7 @@ CFLAGS ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(LUA_CFLAGS) -fPIC
 LDLIBS := $(LUA_LIBS) -lreadline
 
-CORE_SRC := $(filter-out src/hcp_lua.c src/repl.c,$(wildcard src/*.c))
+CORE_SRC := $(filter-out src/hcp_lua.c src/repl.c src/luac_cache.c,$(wildcard src/*.c))
 CORE_OBJ := $(CORE_SRC:src/%.c=$(BUILD)/obj/%.o)
 HDRS     := $(wildcard src/*.h)
 LUA_MODULES := $(shell cd lua && find hcp -name '*.lua' | sort)
@@ -95,7 +95,7 @@ $(CORE_SO): $(CORE_OBJ) | $(dir $(CORE_SO))
 
 # hcp-lua embeds the core (preloaded as hcp.core); hcp and hcpx are links to
 # it that it dispatches on by argv[0].
-$(HCP_LUA): $(BUILD)/obj/hcp_lua.o $(BUILD)/obj/repl.o $(CORE_OBJ) | $(BUILD)/bin
+$(HCP_LUA): $(BUILD)/obj/hcp_lua.o $(BUILD)/obj/repl.o $(BUILD)/obj/luac_cache.o $(CORE_OBJ) | $(BUILD)/bin
 	$(CC) $(ALL_CFLAGS) -rdynamic -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/bin/hcp $(BUILD)/bin/hcpx: | $(BUILD)/bin

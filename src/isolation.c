@@ -497,7 +497,7 @@ static int l_rmdir(lua_State *L)
 void hcp_register_isolation(lua_State *L)
 {
     static const luaL_Reg funcs[] = {
-        { "probe", hcp_probe }, { "rmdir", l_rmdir }, { NULL, NULL },
+        { "probe", hcp_probe }, { "probe_source", hcp_probe_source }, { "rmdir", l_rmdir }, { NULL, NULL },
     };
     luaL_setfuncs(L, funcs, 0);
 }

@@ -118,6 +118,16 @@ int hcp_iso_path_list(lua_State *L, int list, const char *what, const char *each
 
 /* core.probe() (isolation_probe.c) */
 int hcp_probe(lua_State *L);
+int hcp_probe_source(lua_State *L);
+size_t hcp_probe_blob_size(void);
+
+/* The probe's cache (probe_cache.c): the key of this process (-1: none
+ * fits), the file for it (-1: no cache here, or HCP_PROBE_CACHE=0), and
+ * reading (-1: none, or not to be trusted) and writing the answer. */
+int hcp_probe_key(char *key, size_t size);
+int hcp_probe_cache_path(const char *key, char *path, size_t size);
+int hcp_probe_cache_read(const char *path, const char *key, void *blob, size_t blob_size);
+int hcp_probe_cache_write(const char *path, const char *key, const void *blob, size_t blob_size);
 
 /* ---- network namespaces kept for reuse (netns_pool.c) -------------------- */
 

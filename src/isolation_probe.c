@@ -5,6 +5,7 @@
 #include "isolation.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -470,11 +471,46 @@ static void probe_all(void)
     probed.done = 1;
 }
 
+size_t hcp_probe_blob_size(void)
+{
+    return sizeof probed;
+}
+
+static const char *probe_source = "none";
+
+/* The answer from this boot's cache when it holds one for this process
+ * (probe_cache.c), else probed now and cached. */
+static void probe_cached(void)
+{
+    char key[8192], path[PATH_MAX];
+    int have = hcp_probe_key(key, sizeof key) >= 0 && hcp_probe_cache_path(key, path, sizeof path) == 0;
+    if (have && hcp_probe_cache_read(path, key, &probed, sizeof probed) == 0 && probed.done) {
+        int abi = hcp_landlock_abi();
+        if ((abi < 0 ? 0 : abi) == probed.abi) {
+            probe_source = "cache";
+            return;
+        }
+    }
+    memset(&probed, 0, sizeof probed);
+    probe_all();
+    probe_source = "probed";
+    if (have && hcp_probe_cache_write(path, key, &probed, sizeof probed) == 0)
+        probe_source = "probed, cached";
+}
+
+/* core.probe_source() -> where this process's probe answer came from:
+ * "cache", "probed, cached", "probed" (no cache here), or "none" yet. */
+int hcp_probe_source(lua_State *L)
+{
+    lua_pushstring(L, probe_source);
+    return 1;
+}
+
 /* core.probe() -> { <layer> = { available = bool, reason = string|nil, ... } } */
 int hcp_probe(lua_State *L)
 {
     if (!probed.done)
-        probe_all();
+        probe_cached();
     lua_createtable(L, 0, NPROBES);
     for (int i = 0; i < NPROBES; i++) {
         const struct layer *l = &probed.l[i];

@@ -431,9 +431,13 @@ end
 -- (core.view_base), which each call copies, then adds its own paths to.
 -- Root only (a call's paths are cloned in the host's mount namespace); where
 -- it cannot be made, every view is built from nothing, as before.
-local base_cache
+-- Made at a process's second view, not its first: a process that makes one
+-- call (hcp run) would pay for the base and a copy of it, where one view
+-- built from nothing costs the same as the base alone.
+local base_cache, views = nil, 0
 local function view_base()
-  if base_cache == nil then
+  views = views + 1
+  if base_cache == nil and views >= 2 then
     base_cache = core.geteuid() == 0 and core.view_base and core.view_base({ ro = M.SYSTEM_READ, tmp_mb = view.TMP_MB })
       or false
   end
