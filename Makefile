@@ -176,8 +176,13 @@ lint:
 bench: deps all
 	$(CC) -O2 -o $(BUILD)/bench_sampler bench/sampler.c
 	$(CC) -O2 -o $(BUILD)/bench_spawn_parallel bench/spawn_parallel.c
+	$(CC) -O2 -o $(BUILD)/bench_capture bench/capture.c
+	$(CC) -O2 -o $(BUILD)/bench_floors bench/floors.c
 	$(HCP_LUA) bench/latency.lua $(BUILD)
 	$(HCP_LUA) bench/inflight_bench.lua $(BUILD)/bench_spawn_parallel
+	$(HCP_LUA) bench/capture.lua $(BUILD)
+	$(HCP_LUA) bench/cli.lua $(BUILD)
+	$(HCP_LUA) bench/floors.lua $(BUILD)
 
 # LuaRocks (build.type = "make" in the rockspec): the library alone — every
 # Lua module and hcp.core, no readline — into the directories LuaRocks gives.

@@ -58,7 +58,8 @@ function M.sampler(name, cmd)
   return setmetatable({ name = name, w = w, r = r }, Sampler)
 end
 
---- One sample of command `k` (default 0): microseconds, status.
+--- One sample of command `k` (default 0; a worker also takes "loop N"):
+--- microseconds, status.
 function Sampler:sample(k)
   self.w:write(tostring(k or 0), "\n")
   local line = self.r:read("l")

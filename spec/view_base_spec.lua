@@ -71,9 +71,11 @@ describe("the base view", function()
     assert.matches("\n/tmp rw\n", mounts_of(on))
   end)
 
-  it("is what auto uses for a root runtime (its /etc is a mount of its own, read-only)", function()
+  it("is what auto uses for a root runtime from its second view on (its /etc is a mount of its own)", function()
     if not CAN then pending(WHY) return end
     local rt = assert(hcp.create({ allow_bins = { "/bin/cat" } }))
+    -- a process's first view is built from nothing (one call: the base would cost more)
+    rt:exec({ bin = "/bin/cat", args = { "/proc/self/mountinfo" } })
     local res = rt:exec({ bin = "/bin/cat", args = { "/proc/self/mountinfo" } })
     assert.is_true(res.ok, res.error)
     assert.matches(" / /etc ro,", res.stdout, 1, true)
