@@ -81,6 +81,30 @@ describe("netns = \"pool\"", function()
     assert.equals(a.ns, b.ns)
   end)
 
+  it("an async spawn (the runtime's) lends the namespace its child made, never the runtime's own", function()
+    if not HAS then pending(WHY) return end
+    local own = core.realpath("/proc/self/ns/net")
+    local seen = {}
+    for _ = 1, 20 do
+      local r = kv(start(nil, nil, { async = true }):wait().stdout)
+      assert.is_string(r.ns)
+      assert.not_equals(own and own:match("net:%S+"), r.ns)
+      seen[#seen + 1] = r.ns
+    end
+    assert.equals(seen[2], seen[3]) -- and it is reused
+    -- through a runtime, every call's namespace is its own too
+    local hcp = require("hcp")
+    local rt = assert(hcp.create({ allow_bins = { "/bin/readlink" } }))
+    for _ = 1, 3 do
+      local res = rt:exec({ bin = "/bin/readlink", args = { "/proc/self/ns/net" } })
+      assert.is_true(res.ok, res.error)
+      if table.concat(res.isolation, ","):find("netns", 1, true) then
+        assert.not_equals(own and own:match("net:%S+"), res.stdout:match("net:%S+"))
+      end
+    end
+    rt:close()
+  end)
+
   it("two calls at once never share one", function()
     if not HAS then pending(WHY) return end
     local p1 = start({ "alisten", "hcp-pool-a-" .. PID, "1" })
@@ -200,6 +224,16 @@ describe("netns = fd", function()
         isolation = { netns = net, pidns = true } })
       io.write(q and ("without=" .. q:wait().exit) or ("without_refused=" .. qerr:gsub("%%s", "_")), "\n")
       h:kill("KILL") h:wait()
+      -- the pool, for a non-root runtime: each namespace with the user namespace that owns it
+      local own = io.open("/proc/self/ns/net") and io.popen("readlink /proc/self/ns/net"):read("l")
+      for i = 1, 4 do
+        local c, cerr = core.spawn({ path = t, argv = { "nstool" }, env = {}, cwd = "/", async = true,
+          isolation = { netns = "pool", pidns = true, caps = true } })
+        local r = c and c:wait()
+        local ns = r and r.stdout:match("ns=(%%S+)")
+        local why = "fail_" .. tostring(r and r.spawn_error or cerr):gsub("%%s", "_")
+        io.write("pool", i, "=", ns and (ns == own and "own" or "call") or why, "\n")
+      end
     ]], t, PID, PID))
     local out, code = S.sh(string.format("cd %s && runuser -u nobody -- env LUA_CPATH='%s;;' %s %s 2>&1",
       S.q(S.REPO), S.REPO .. "/" .. S.CPATH, S.q(S.LUA), S.q(script)))
@@ -207,6 +241,7 @@ describe("netns = fd", function()
     if out:match("refused=") and not probe.userns.available then pending("no user namespaces for nobody") return end
     local r = kv(out)
     assert.equals(0, r.connect, out)
+    for i = 1, 4 do assert.equals("call", r["pool" .. i], out) end
     -- without the owner's user namespace, the join is refused in the child: nothing runs
     assert.matches("without_refused=spawn:_isolation:_netns:_Operation_not_permitted", out, 1, true)
   end)

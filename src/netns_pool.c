@@ -13,6 +13,7 @@
 #include "isolation.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -55,6 +56,16 @@ void hcp_netns_give(struct hcp_netns ns, int root)
         close_ns(ns);
 }
 
+/* Whether fd is the namespace the runtime itself is in (kind: "net"): never
+ * one to lend — only a call's own is, and one opened too early would be ours. */
+static int ours(int fd, const char *kind)
+{
+    char path[64];
+    struct stat a, b;
+    snprintf(path, sizeof path, "/proc/self/ns/%s", kind);
+    return fstat(fd, &a) < 0 || stat(path, &b) < 0 || (a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+}
+
 struct hcp_netns hcp_netns_of(pid_t pid, int with_user)
 {
     char path[64];
@@ -64,6 +75,10 @@ struct hcp_netns hcp_netns_of(pid_t pid, int with_user)
     if (ns.net >= 0 && with_user) {
         snprintf(path, sizeof path, "/proc/%ld/ns/user", (long)pid);
         ns.user = open(path, O_RDONLY | O_CLOEXEC);
+    }
+    if ((ns.net >= 0 && ours(ns.net, "net")) || (ns.user >= 0 && ours(ns.user, "user"))) {
+        close_ns(ns);
+        ns.net = ns.user = -1;
     }
     return ns;
 }

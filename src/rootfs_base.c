@@ -178,8 +178,8 @@ static int hold_view(lua_State *L, struct hcp_rootfs *rf)
     iso.rootfs = *rf;
     char *argv[] = { "hcp-spawn", "hold", NULL }, *envp[] = { NULL };
     struct hcp_launch l = { "hcp-spawn", hcp_helper_fd(), 0, 0, { -1, -1, -1, -1 }, in[0], null, null,
-                            "/", argv, envp, &iso, -1, 0 };
-    pid_t pid = hcp_launch(&l, &err, &step, &arg);
+                            "/", argv, envp, &iso, -1, 0, -1 };
+    pid_t pid = hcp_launch(&l, NULL, &err, &step, &arg);
     close(in[0]);
     close(null);
     if (pid > 0) {

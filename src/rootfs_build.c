@@ -542,6 +542,28 @@ static void close_all(int *fds, int n)
 
 #define MAX_CALL_BINDS 64
 
+/* A fresh tmpfs mounted over the root of the base's copy and chrooted into
+ * (switch_root's way): unlike pivot_root, nothing has to be unmounted after
+ * (an unmount waits for an RCU grace period, up to milliseconds on an idle
+ * machine). The base's root stays under ours, reachable only through *old,
+ * kept open to move the base's entries out of it; once they are, it holds
+ * nothing but the empty directories they were mounted on. */
+static int root_over_base(int *root, int *old)
+{
+    *old = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (*old < 0)
+        return -1;
+    if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1048576") < 0 ||
+        chdir("/tmp") < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 || chroot(".") < 0 || chdir("/") < 0)
+        return fail_close(*old, -1);
+    *root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (*root < 0)
+        return fail_close(*old, -1);
+    n_own = 0;
+    add_own("/");
+    return 0;
+}
+
 int hcp_rootfs_build_on(const struct hcp_rootfs *rf, int *where)
 {
     int trees[MAX_CALL_BINDS], root, old, host = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -556,7 +578,7 @@ int hcp_rootfs_build_on(const struct hcp_rootfs *rf, int *where)
     }
     close(host);
     *where = RF_AT_SETUP;
-    if (setns(rf->base_fd, CLONE_NEWNS) < 0 || unshare(CLONE_NEWNS) < 0 || new_root(&root, &old) < 0)
+    if (setns(rf->base_fd, CLONE_NEWNS) < 0 || unshare(CLONE_NEWNS) < 0 || root_over_base(&root, &old) < 0)
         return close_all(trees, rf->n), -1;
     if (take_base(root, old, rf) < 0)
         return close_all(trees, rf->n), fail_close(old, root);
@@ -576,7 +598,11 @@ int hcp_rootfs_build_on(const struct hcp_rootfs *rf, int *where)
     }
     close_all(trees, rf->n);
     *where = RF_AT_FINISH;
-    return finish(rf, root, old);
+    close(old);   /* the base's copy, under our root: nothing is left in it but empty directories */
+    struct hcp_mount_attr a = { MOUNT_ATTR_RDONLY, 0, 0, 0 };
+    long r = syscall(SYS_mount_setattr, root, "", AT_EMPTY_PATH, &a, sizeof a);
+    close_keep(root);
+    return r < 0 ? -1 : chdir("/");
 }
 
 /* ---- staging for a process that builds its own view --------------------- */

@@ -24,7 +24,7 @@
 static const char *const known_opts[] = {
     "path", "beneath", "argv", "env", "cwd", "stdin", "max_output",
     "timeout_ms", "kill_grace_ms", "tee_stdout", "tee_stderr", "isolation",
-    "capture", "stream", "data_fds", NULL,
+    "capture", "stream", "data_fds", "async", NULL,
 };
 
 /* An unknown option is a caller's mistake, and ignoring one (say, a future
@@ -281,6 +281,41 @@ static const char *open_stdio(proc_t *p, int with_stdin)
     return NULL;
 }
 
+/* async: what a failure reported after spawn returned names — the entries
+ * of the rootfs and stage plans — stays alive with the proc. */
+static void keep_plan(lua_State *L, int pidx, int pin, proc_t *p, const struct hcp_isolation *iso)
+{
+    lua_createtable(L, 2, 0);
+    lua_pushvalue(L, pin);
+    lua_rawseti(L, -2, 1);
+    lua_pushvalue(L, 1);   /* the options: the stage paths are theirs */
+    lua_rawseti(L, -2, 2);
+    lua_setiuservalue(L, pidx, UV_PLAN);
+    p->rf_e = iso->rootfs.e;
+    p->rf_n = iso->rootfs.n;
+    p->stage_n = iso->stage.n;
+    for (int i = 0; i < iso->stage.n; i++)
+        p->stage_path[i] = iso->stage.e[i].path;
+}
+
+void hcp_push_spawn_error(lua_State *L, const proc_t *p)
+{
+    const char *step = hcp_step_name(p->spawn_step);
+    const char *err = strerror(p->spawn_err);
+    if (!step)
+        lua_pushfstring(L, "spawn: read: %s", err);
+    else if (p->spawn_step == ST_ROOTFS) {
+        struct hcp_rootfs rf;
+        memset(&rf, 0, sizeof rf);
+        rf.e = (struct hcp_rootfs_ent *)(uintptr_t)p->rf_e;
+        rf.n = p->rf_n;
+        lua_pushfstring(L, "spawn: %s: %s: %s", step, hcp_rootfs_where(&rf, p->spawn_arg), err);
+    } else if (p->spawn_step == ST_STAGE && p->spawn_arg >= 0 && p->spawn_arg < p->stage_n)
+        lua_pushfstring(L, "spawn: %s: %s: %s", step, p->stage_path[p->spawn_arg], err);
+    else
+        lua_pushfstring(L, "spawn: %s: %s", step, err);
+}
+
 static int l_spawn(lua_State *L)
 {
     size_t plen, blen = 0, clen, in_len = 0;
@@ -299,6 +334,7 @@ static int l_spawn(lua_State *L)
     lua_Number grace = opt_num(L, "kill_grace_ms", 500, 0);
     int tee[2] = { opt_fd(L, "tee_stdout"), opt_fd(L, "tee_stderr") };
     int capture = opt_bool(L, "capture", 1), streaming = opt_bool(L, "stream", 0);
+    int async = opt_bool(L, "async", 0);
     int ndata = check_data(L);
     struct hcp_isolation iso;
     if (hcp_iso_check(L, 1, &iso) < 0)
@@ -318,7 +354,7 @@ static int l_spawn(lua_State *L)
     l.iso = &iso;
     l.ndata = ndata;
 
-    proc_t *p = lua_newuserdatauv(L, sizeof *p, 2);
+    proc_t *p = lua_newuserdatauv(L, sizeof *p, 3);
     memset(p, 0, sizeof *p);
     p->state = S_CLOSED;   /* safe to collect before anything is acquired */
     p->pidfd = p->in_fd = p->out[0].fd = p->out[1].fd = -1;
@@ -335,6 +371,8 @@ static int l_spawn(lua_State *L)
         p->in_len = in_len;
     }
     p->netns.net = p->netns.user = -1;
+    p->status_fd = p->report_fd = -1;
+    p->spawn_step = -1;
     p->max_output = (size_t)max_out;
     p->capture = capture;
     p->streaming = streaming;
@@ -381,6 +419,22 @@ static int l_spawn(lua_State *L)
         lua_pushinteger(L, err);
         return 3;
     }
+    if (async)   /* a failure reported later names an entry of the plan: keep it */
+        keep_plan(L, pidx, lua_gettop(L), p, &iso);
+    /* root and a pid namespace: hcp-init is our child, no intermediate;
+     * it reports the program's end on a pipe of its own (see spawn.h) */
+    l.status_fd = -1;
+    if ((iso.layers & ISO_PIDNS) && !iso.userns && iso.userns_fd < 0 && p->root && hcp_helper_fd() >= 0) {
+        int sp[2];
+        if (pipe2(sp, O_CLOEXEC) < 0) {
+            err = errno;
+            hcp_proc_release(p);
+            return hcp_push_oserror(L, err, "spawn: pipe");
+        }
+        p->status_fd = sp[0];
+        l.status_fd = p->tmp[T_STATUS] = sp[1];
+        (void)nonblock(p->status_fd);
+    }
     l.exe_fd = p->tmp[T_EXE];
     l.in_fd = p->tmp[T_IN];
     l.out_fd = p->tmp[T_OUT];
@@ -389,7 +443,7 @@ static int l_spawn(lua_State *L)
         l.data_fd[i] = p->tmp[T_DATA + i];
     p->t0 = hcp_now_ns();
     int arg;
-    pid_t pid = hcp_launch(&l, &err, &step, &arg);
+    pid_t pid = hcp_launch(&l, async ? &p->report_fd : NULL, &err, &step, &arg);
     for (int i = 0; i < NTMP; i++)
         hcp_closefd(&p->tmp[i]);
     if (pid < 0) {
@@ -402,8 +456,9 @@ static int l_spawn(lua_State *L)
     }
     p->pid = pid;
     p->state = S_RUNNING;
-    /* made for this call: kept for the next (its first process is in it) */
-    if (p->netns_reuse && p->netns.net < 0)
+    /* made for this call: kept for the next (its first process is in it
+     * once it has exec'd; an async proc opens it when its report says so) */
+    if (p->netns_reuse && p->netns.net < 0 && p->report_fd < 0)
         p->netns = hcp_netns_of(pid, !p->root);
     /* Without a pidfd (ENOSYS before 5.3, or EMFILE) exits are polled every
      * TICK_NS instead; nothing else changes. */

@@ -35,6 +35,10 @@ struct hcp_launch {
     /* for the helper only (spawn_launch.c fills them in its copy) */
     int report_fd;              /* the close-on-exec report pipe */
     pid_t parent;               /* the runtime's pid */
+    /* >= 0: with pidns, start the child as pid 1 of its namespace, hcp-init
+     * itself (root, through the helper), which reports the program's end
+     * (a wait status, 4 bytes) here; -1: the intermediate relays it */
+    int status_fd;
 };
 
 /* Starts the child (spawn_launch.c): without isolation layers a
@@ -46,7 +50,10 @@ struct hcp_launch {
  * failed step ("fork", "setsid", ..., "isolation: landlock", "execveat") and
  * *arg the entry of a rootfs or stage step that failed (an index into its
  * plan, an RF_AT_* code, or -1); a child that failed has been reaped. */
-pid_t hcp_launch(const struct hcp_launch *l, int *err, const char **step, int *arg);
+pid_t hcp_launch(const struct hcp_launch *l, int *report, int *err, const char **step, int *arg);
+/* With `report` not NULL, it returns as soon as the child is started, with
+ * *report the (non-blocking) read end of the report pipe: EOF on it is the
+ * exec, a struct hcp_child_err a failure (the child then exits 127). */
 
 /* ---- the child (spawn_child.c): between fork and exec, no allocation ---- */
 
@@ -93,10 +100,10 @@ int hcp_helper_fd(void);
 #define NEVER INT64_MAX
 
 enum { S_CLOSED, S_RUNNING, S_DRAINING, S_DONE };
-enum { UV_STDIN = 1, UV_RESULT = 2, UV_POLLER = 3 };
+enum { UV_STDIN = 1, UV_RESULT = 2, UV_PLAN = 3 };
 /* fds only needed until fork: the binary, the child's stdio ends, and the
  * isolation layers prepared in the parent (Landlock ruleset, cgroup.procs) */
-enum { T_EXE, T_IN, T_OUT, T_ERR, T_LANDLOCK, T_CGROUP, T_DATA,
+enum { T_EXE, T_IN, T_OUT, T_ERR, T_LANDLOCK, T_CGROUP, T_STATUS, T_DATA,
        NTMP = T_DATA + HCP_DATA_FDS };
 
 /* One output stream of the child. `buf` is the capture (up to max_output,
@@ -138,6 +145,16 @@ typedef struct {
      * made for it), given back when the call ended on its own */
     struct hcp_netns netns;
     int netns_reuse, signalled, root;
+    int status_fd;             /* hcp-init's report of the program's end, or -1 */
+    /* async: the exec report, read as it comes; a failure's step (-1:
+     * none), errno and entry, and what names the entry (pinned by
+     * UV_PLAN) */
+    int report_fd, report_got;
+    struct hcp_child_err report;
+    int spawn_step, spawn_err, spawn_arg;
+    const struct hcp_rootfs_ent *rf_e;
+    int rf_n, stage_n;
+    const char *stage_path[HCP_STAGE_MAX];
 } proc_t;
 
 /* spawn_io.c */
@@ -182,6 +199,9 @@ int64_t hcp_proc_next(const proc_t *p, int64_t now);
  * its fd, or -1 when idx is not one (or it was closed). spawn_proc.c */
 void hcp_push_nsfd(lua_State *L, int fd);
 int hcp_nsfd_get(lua_State *L, int idx);
+
+/* The message of an asynchronous spawn's failure ("spawn: <step>…"), pushed. */
+void hcp_push_spawn_error(lua_State *L, const proc_t *p);
 
 /* spawn_proc.c: the proc methods, core.wait_any and core.signame. */
 void hcp_register_proc(lua_State *L);

@@ -169,10 +169,38 @@ static _Noreturn void relay(pid_t init, int life, int status)
 
 /* hcp-init reaps whatever is reparented to it, and when the program ends
  * reports its status and exits, which ends the namespace. */
-static _Noreturn void reaper(pid_t prog, int status)
+/* hcp-init as the runtime's own child (init_direct): a signal the runtime
+ * sends (its timeout's TERM, a kill) ends the namespace, and the runtime
+ * reads which one from the status pipe. pid 1 can die only of SIGKILL from
+ * outside, so the others are handled: caught, reported, exit. */
+static int status_out = -1;
+
+static void report_signal(int sig)
+{
+    int st = sig & 0x7f;   /* a wait status: killed by sig */
+    (void)write(status_out, &st, sizeof st);
+    _exit(0);
+}
+
+static void catch_ending_signals(int status)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = report_signal;
+    sigfillset(&sa.sa_mask);
+    status_out = status;
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP && s != SIGCHLD && s != SIGCONT && s != SIGTSTP &&
+            s != SIGTTIN && s != SIGTTOU && s != SIGURG && s != SIGWINCH)
+            (void)sigaction(s, &sa, NULL);   /* 32, 33 and such: EINVAL under glibc, nothing lost */
+}
+
+static _Noreturn void reaper(pid_t prog, int status, int direct)
 {
     int st;
     close_all_but(status, status);
+    if (direct)
+        catch_ending_signals(status);
     for (;;) {
         pid_t r = wait_for(-1, &st);
         if (r < 0)
@@ -198,8 +226,33 @@ static void mounts(const struct hcp_isolation *iso, int pipefd)
     }
 }
 
-/* Returns in the program, pid 2, with its own /proc mounted and in a new
- * session of its own. */
+/* In hcp-init, pid 1: the namespace's pid_max, its mounts, then the
+ * program forked (pid 2); returns in the program, in a session of its own.
+ * `status`: where hcp-init reports the program's end; `direct`: hcp-init is
+ * the runtime's own child (init_direct), not the intermediate's. */
+static void init_and_fork(const struct hcp_isolation *iso, int pipefd, int status, int direct)
+{
+    (void)prctl(PR_SET_NAME, "hcp-init", 0, 0, 0);   /* what `ps` shows; cosmetic */
+    /* before anything else runs in the namespace */
+    if (iso->pid_max && hcp_iso_pid_max(iso->pid_max) < 0)
+        child_fail(pipefd, ST_PIDS_MAX);
+    mounts(iso, pipefd);
+    pid_t pid = fork();
+    if (pid < 0)
+        child_fail(pipefd, ST_PIDNS);
+    if (pid > 0)
+        reaper(pid, status, direct);
+    close(status);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+        child_fail(pipefd, ST_PIDNS);
+    if (getppid() != 1)   /* hcp-init is gone, and with it the namespace */
+        _exit(127);
+    if (setsid() < 0)
+        child_fail(pipefd, ST_SETSID);
+}
+
+/* Three processes: the intermediate (host side) forks hcp-init into the
+ * namespace unshare made for its children. Returns in the program. */
 static void pidns_fork(const struct hcp_isolation *iso, int pipefd)
 {
     int life[2], status[2];
@@ -224,23 +277,24 @@ static void pidns_fork(const struct hcp_isolation *iso, int pipefd)
     if (r > 0)
         _exit(127);
     close(life[0]);
-    (void)prctl(PR_SET_NAME, "hcp-init", 0, 0, 0);   /* what `ps` shows; cosmetic */
-    /* before anything else runs in the namespace */
-    if (iso->pid_max && hcp_iso_pid_max(iso->pid_max) < 0)
-        child_fail(pipefd, ST_PIDS_MAX);
-    mounts(iso, pipefd);
-    pid = fork();
-    if (pid < 0)
-        child_fail(pipefd, ST_PIDNS);
-    if (pid > 0)
-        reaper(pid, status[1]);
-    close(status[1]);
+    init_and_fork(iso, pipefd, status[1], 0);
+}
+
+/* Two processes: the runtime cloned us as pid 1 of a new namespace
+ * (CLONE_NEWPID, root only: no user namespace to make first), so we are
+ * hcp-init ourselves and report the program's end on l->status_fd. The
+ * runtime died before PDEATHSIG was armed if the report pipe has no reader
+ * any more (getppid() is 0 from inside). Returns in the program. */
+static void init_direct(const struct hcp_launch *l, int pipefd)
+{
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
         child_fail(pipefd, ST_PIDNS);
-    if (getppid() != 1)   /* hcp-init is gone, and with it the namespace */
+    struct pollfd pf = { .fd = pipefd, .events = POLLOUT, .revents = 0 };
+    if (poll(&pf, 1, 0) < 0)
+        child_fail(pipefd, ST_PIDNS);
+    if (pf.revents & (POLLERR | POLLHUP))
         _exit(127);
-    if (setsid() < 0)
-        child_fail(pipefd, ST_SETSID);
+    init_and_fork(l->iso, pipefd, l->status_fd, 1);
 }
 
 /* ---- the child ---------------------------------------------------------- */
@@ -279,7 +333,9 @@ _Noreturn void hcp_child(const struct hcp_launch *l, int pipefd, pid_t parent)
         child_fail(pipefd, ST_SETSID);
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
         child_fail(pipefd, ST_PDEATHSIG);
-    if (getppid() != parent)   /* the parent died before PDEATHSIG was set */
+    /* the parent died before PDEATHSIG was set (a direct hcp-init, pid 1,
+     * sees no parent: init_direct checks its own way) */
+    if (getpid() != 1 && getppid() != parent)
         _exit(127);
 
     /* Privileged steps first: joining a cgroup, namespaces, mounts. */
@@ -299,7 +355,11 @@ _Noreturn void hcp_child(const struct hcp_launch *l, int pipefd, pid_t parent)
      * first would be thrown away at the setns, and freeing a namespace waits
      * for an RCU grace period (milliseconds on an idle machine). */
     int on_base = (want & ISO_ROOTFS) && iso->rootfs.base;
-    if (want & ISO_PIDNS) {
+    if ((want & ISO_PIDNS) && getpid() == 1) {
+        if (!on_base && unshare(CLONE_NEWNS) < 0)
+            child_fail(pipefd, ST_PIDNS);
+        init_direct(l, pipefd);    /* from here on: the program, pid 2 */
+    } else if (want & ISO_PIDNS) {
         if (hcp_iso_pidns_unshare(!on_base) < 0)
             child_fail(pipefd, ST_PIDNS);
         pidns_fork(iso, pipefd);   /* from here on: the program, pid 2 */

@@ -20,7 +20,7 @@
 #define DRAIN_NS (250 * MS)     /* pipe draining after the child was reaped */
 #define TICK_NS (10 * MS)       /* exit polling when there is no pidfd */
 
-enum { SLOT_OUT, SLOT_ERR, SLOT_IN, SLOT_PID };
+enum { SLOT_OUT, SLOT_ERR, SLOT_IN, SLOT_PID, SLOT_REPORT, NSLOTS };
 
 int64_t hcp_now_ns(void)
 {
@@ -48,6 +48,8 @@ void hcp_proc_release(proc_t *p)
     hcp_closefd(&p->in_fd);
     hcp_closefd(&p->netns.net);
     hcp_closefd(&p->netns.user);
+    hcp_closefd(&p->status_fd);
+    hcp_closefd(&p->report_fd);
     for (int i = 0; i < NTMP; i++)
         hcp_closefd(&p->tmp[i]);
     for (int i = 0; i < 2; i++) {
@@ -116,6 +118,42 @@ static void give_back_netns(proc_t *p)
     hcp_closefd(&p->netns.user);
 }
 
+/* async: the exec report as it comes. EOF: the program was exec'd; a
+ * record: the step that failed (the child exits 127 then). Anything else
+ * (a part of a record, a read error): its state is unknown, so it is
+ * killed, and the spawn fails as "read". */
+static void read_report(proc_t *p)
+{
+    for (;;) {
+        ssize_t n = read(p->report_fd, (char *)&p->report + p->report_got,
+                         sizeof p->report - (size_t)p->report_got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        if (n > 0) {
+            p->report_got += (int)n;
+            if ((size_t)p->report_got < sizeof p->report)
+                continue;
+        }
+        if (n > 0 && hcp_step_name(p->report.step)) {
+            p->spawn_step = p->report.step;
+            p->spawn_err = p->report.err;
+            p->spawn_arg = hcp_step_has_arg(p->report.step) ? p->report.arg : -1;
+        } else if (n != 0 || p->report_got > 0) {
+            p->spawn_step = -2;   /* hcp_push_spawn_error: "read" */
+            p->spawn_err = n < 0 ? errno : EIO;
+            if (p->state == S_RUNNING)
+                (void)killpg(p->pid, SIGKILL);
+        } else if (p->netns_reuse && p->netns.net < 0 && p->state == S_RUNNING) {
+            /* exec'd: its namespaces are made, and can be kept for the next */
+            p->netns = hcp_netns_of(p->pid, !p->root);
+        }
+        hcp_closefd(&p->report_fd);
+        return;
+    }
+}
+
 /* The direct child has exited, seen without reaping it: what is left of its
  * group is killed while the zombie still pins the group id, then it is reaped
  * and the pipes get DRAIN_NS more to deliver what was written. */
@@ -135,6 +173,8 @@ static void proc_check_exit(proc_t *p)
         int st;
         pid_t r;
         struct rusage ru;
+        if (p->report_fd >= 0)   /* a failure was written before the exit */
+            read_report(p);
         read_io(p);
         (void)killpg(p->pid, SIGKILL);   /* ESRCH: nothing left in the group */
         while ((r = wait4(p->pid, &st, 0, &ru)) < 0 && errno == EINTR)
@@ -142,6 +182,12 @@ static void proc_check_exit(proc_t *p)
         p->status = r < 0 ? -1 : st;
         if (r > 0)
             keep_rusage(p, &ru);
+        /* hcp-init as our child reports how the program ended (it cannot
+         * die of the program's signal itself) */
+        int prog;
+        if (r > 0 && p->status_fd >= 0 && read(p->status_fd, &prog, sizeof prog) == (ssize_t)sizeof prog)
+            p->status = prog;
+        hcp_closefd(&p->status_fd);
         give_back_netns(p);
     }
     p->t_end = hcp_now_ns();
@@ -333,7 +379,8 @@ static int *slot_fd(proc_t *p, int slot)
     case SLOT_OUT: return &p->out[0].fd;
     case SLOT_ERR: return &p->out[1].fd;
     case SLOT_IN:  return &p->in_fd;
-    default:       return &p->pidfd;
+    case SLOT_PID: return &p->pidfd;
+    default:       return &p->report_fd;
     }
 }
 
@@ -354,9 +401,9 @@ static int fill_extras(const struct hcp_pollable *x, int nx, struct pollfd *pfd,
 int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
                    int on_output, const struct hcp_pollable *extras, int nextra)
 {
-    size_t cap = 4 * (size_t)n + (size_t)nextra * HCP_POLLABLE_FDS + 1;
+    size_t cap = NSLOTS * (size_t)n + (size_t)nextra * HCP_POLLABLE_FDS + 1;
     struct pollfd *pfd = lua_newuserdatauv(L, sizeof *pfd * cap, 0);
-    struct ref *refs = lua_newuserdatauv(L, sizeof *refs * 4 * ((size_t)n + 1), 0);
+    struct ref *refs = lua_newuserdatauv(L, sizeof *refs * NSLOTS * ((size_t)n + 1), 0);
     int counts[HCP_POLLABLE_MAX];
     int polled = 0, err = 0, wake = 0;
     for (;;) {
@@ -384,7 +431,7 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
                 break;
         }
         for (int i = 0; i < n; i++)
-            for (int s = SLOT_OUT; s <= SLOT_PID; s++) {
+            for (int s = SLOT_OUT; s < NSLOTS; s++) {
                 int fd = *slot_fd(ps[i], s);
                 if (fd < 0)
                     continue;
@@ -413,6 +460,8 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
             r--;
             if (refs[k].slot == SLOT_IN)
                 write_stdin(p);
+            else if (refs[k].slot == SLOT_REPORT)
+                read_report(p);
             else if (refs[k].slot == SLOT_PID)
                 proc_check_exit(p);
             else

@@ -159,10 +159,10 @@ static int stub_main(void *arg)
     hcp_child_fail(s->pipefd, ST_HELPER, -1);
 }
 
-static pid_t clone_vm(int (*fn)(void *), void *arg)
+static pid_t clone_vm(int (*fn)(void *), void *arg, int flags)
 {
     char stack[CHILD_STACK] __attribute__((aligned(16)));
-    return clone(fn, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
+    return clone(fn, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD | flags, arg);
 }
 
 /* The helper path: the plan in a memfd, the stub execs the helper. */
@@ -184,12 +184,13 @@ static pid_t via_helper(const struct hcp_launch *l, int helper, int pipefd, pid_
     struct stub s = { helper, pipefd, 0, { 0 }, { "hcp-spawn", fdarg, NULL }, { NULL } };
     int keep[] = { plan, pipefd, l->exe_fd, l->in_fd, l->out_fd, l->err_fd,
                    iso->landlock_fd, iso->cgroup_fd, iso->rootfs.base ? iso->rootfs.base_fd : -1,
-                   iso->netns_fd, iso->userns_fd };
+                   iso->netns_fd, iso->userns_fd, l->status_fd };
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
         s.keep[s.nkeep++] = keep[i];
     for (int i = 0; i < l->ndata; i++)
         s.keep[s.nkeep++] = l->data_fd[i];
-    pid_t pid = clone_vm(stub_main, &s);
+    /* hcp-init as our own child, pid 1 of a namespace made by the clone */
+    pid_t pid = clone_vm(stub_main, &s, l->status_fd >= 0 ? CLONE_NEWPID : 0);
     *err = errno;
     close(plan);
     return pid;
@@ -201,7 +202,7 @@ static void reap(pid_t pid)
         ;
 }
 
-pid_t hcp_launch(const struct hcp_launch *l, int *err, const char **step, int *arg)
+pid_t hcp_launch(const struct hcp_launch *l, int *report, int *err, const char **step, int *arg)
 {
     int p[2];
     sigset_t all, old;
@@ -219,7 +220,7 @@ pid_t hcp_launch(const struct hcp_launch *l, int *err, const char **step, int *a
     int fork_err;
     if (!l->iso->layers) {
         struct direct d = { l, p[1], parent };
-        pid = clone_vm(direct_main, &d);
+        pid = clone_vm(direct_main, &d, 0);
         fork_err = errno;
     } else if (helper >= 0) {
         pid = via_helper(l, helper, p[1], parent, &fork_err);
@@ -235,6 +236,12 @@ pid_t hcp_launch(const struct hcp_launch *l, int *err, const char **step, int *a
         close(p[0]);
         *step = "fork";
         return *err = fork_err, -1;
+    }
+    if (report) {   /* asynchronous: the caller reads the report as it comes */
+        int fl = fcntl(p[0], F_GETFL);
+        (void)fcntl(p[0], F_SETFL, fl | O_NONBLOCK);
+        *report = p[0];
+        return pid;
     }
     int read_err = 0;
     while (got < sizeof ce) {

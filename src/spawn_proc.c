@@ -86,6 +86,11 @@ static void push_result(lua_State *L, int idx, proc_t *p)
     push_usage(L, &p->usage);
     lua_setfield(L, -2, "usage");
     setfield_bool(L, "captured", p->capture);
+    if (p->spawn_step != -1) {   /* async: the child failed before exec */
+        hcp_push_spawn_error(L, p);
+        lua_setfield(L, -2, "spawn_error");
+        setfield_int(L, "errno", p->spawn_err);
+    }
     lua_pushvalue(L, -1);
     lua_setiuservalue(L, idx, UV_RESULT);
     for (int i = 0; i < 2; i++) {
@@ -243,9 +248,9 @@ static int p_next_ms(lua_State *L)
 static int p_fds(lua_State *L)
 {
     proc_t *p = checkproc(L, 1);
-    int fds[4] = { p->out[0].fd, p->out[1].fd, p->in_fd, p->pidfd }, k = 0;
-    lua_createtable(L, 4, 0);
-    for (int i = 0; i < 4; i++)
+    int fds[5] = { p->out[0].fd, p->out[1].fd, p->in_fd, p->pidfd, p->report_fd }, k = 0;
+    lua_createtable(L, 5, 0);
+    for (int i = 0; i < 5; i++)
         if (fds[i] >= 0) {
             lua_pushinteger(L, fds[i]);
             lua_rawseti(L, -2, ++k);

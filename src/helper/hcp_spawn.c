@@ -67,7 +67,7 @@ int main(int argc, char **argv)
         return 126;
     int pipefd = l.report_fd;
     int keep[] = { pipefd, l.exe_fd, l.in_fd, l.out_fd, l.err_fd, iso.landlock_fd, iso.cgroup_fd,
-                   iso.rootfs.base ? iso.rootfs.base_fd : -1, iso.netns_fd, iso.userns_fd };
+                   iso.rootfs.base ? iso.rootfs.base_fd : -1, iso.netns_fd, iso.userns_fd, l.status_fd };
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
         cloexec(keep[i]);
     for (int i = 0; i < l.ndata && i < HCP_DATA_FDS; i++)

@@ -6,8 +6,9 @@
  * up; this starts in a few microseconds. Single-threaded, no allocation,
  * no stdio: exactly what code between fork and exec may use anyway.
  *
- * Signal handlers are not supported (sigaction takes SIG_DFL or SIG_IGN):
- * the child sequence only ever resets dispositions. */
+ * Signal handlers: plain ones only (no SA_SIGINFO), returning through an
+ * rt_sigreturn trampoline of our own; hcp-init catches the signals that
+ * would end a process. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -132,6 +133,7 @@ int dup(int fd) { return (int)S1(SYS_dup, fd); }
 int dup2(int fd, int to) { return (int)S2(SYS_dup2, fd, to); }
 int pipe2(int fds[2], int flags) { return (int)S2(SYS_pipe2, fds, flags); }
 int chdir(const char *path) { return (int)S1(SYS_chdir, path); }
+int chroot(const char *path) { return (int)S1(SYS_chroot, path); }
 int mkdir(const char *path, mode_t mode) { return (int)S2(SYS_mkdir, path, mode); }
 int mkdirat(int dirfd, const char *path, mode_t mode) { return (int)S3(SYS_mkdirat, dirfd, path, mode); }
 int rmdir(const char *path) { return (int)S1(SYS_rmdir, path); }
@@ -267,17 +269,32 @@ int sigemptyset(sigset_t *set)
     return 0;
 }
 
+/* Where a handler returns to: rt_sigreturn. */
+void hcp_restorer(void);
+__asm__(".text\n"
+        ".global hcp_restorer\n"
+        "hcp_restorer:\n"
+        "  mov $15, %rax\n"
+        "  syscall\n");
+
+int sigfillset(sigset_t *set)
+{
+    memset(set, 0xff, sizeof *set);
+    return 0;
+}
+
 int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
     struct ksigaction k, ko;
-    if (act && act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN) {
+    if (act && (act->sa_flags & SA_SIGINFO)) {
         err_no = EINVAL;
         return -1;
     }
     if (act) {
+        int handler = act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN;
         k.handler = act->sa_handler;
-        k.flags = (unsigned long)act->sa_flags & ~(unsigned long)SA_SIGINFO;
-        k.restorer = 0;
+        k.flags = (unsigned long)act->sa_flags | (handler ? 0x04000000UL /* SA_RESTORER */ : 0);
+        k.restorer = handler ? hcp_restorer : 0;
         memcpy(&k.mask, &act->sa_mask, sizeof k.mask);
     }
     if (S4(SYS_rt_sigaction, sig, act ? &k : 0, old ? &ko : 0, sizeof k.mask) < 0)
