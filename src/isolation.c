@@ -112,8 +112,12 @@ static int check_landlock(lua_State *L, int t, struct hcp_isolation *iso)
                 *(k[0] == 's' ? &iso->ll_scopes : &iso->ll_tcp) = 1;
         } else if (strcmp(k, "read") == 0 || strcmp(k, "write") == 0) {
             iso->ll_fs = 1;
+        } else if (strcmp(k, "base") == 0) {
+            if (!luaL_testudata(L, -1, "hcp.landlock_base"))
+                luaL_error(L, "spawn: isolation: landlock.base must be a Landlock base (core.landlock_base)");
+            iso->ll_fs = 1;
         } else {
-            luaL_error(L, "spawn: isolation: landlock: unknown key (read, write, scopes, tcp)");
+            luaL_error(L, "spawn: isolation: landlock: unknown key (read, write, base, scopes, tcp)");
         }
         lua_pop(L, 1);
     }
@@ -333,6 +337,9 @@ static int prepare_landlock(lua_State *L, int ll, struct hcp_isolation *iso, int
     iso->landlock_abi = abi;
     if (!iso->ll_fs)
         return 0;
+    if (lua_getfield(L, ll, "base") != LUA_TNIL && hcp_landlock_base_add(L, lua_gettop(L), fd, abi) < 0)
+        return layer_error(L, errno, "landlock", "base");
+    lua_pop(L, 1);
     int err = add_rules(L, ll, "read", iso);
     return err ? err : add_rules(L, ll, "write", iso);
 }

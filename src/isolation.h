@@ -200,6 +200,12 @@ int hcp_landlock_abi(void);
 unsigned long long hcp_landlock_rights(int abi, int which);
 enum { LL_HANDLED, LL_READ, LL_WRITE, LL_FILE };
 
+/* landlock.base (landlock_base.c): adds the rules of the base at idx to
+ * the ruleset, reopening its paths first when the host changed. 0, or -1
+ * with errno. */
+int hcp_landlock_base_add(lua_State *L, int idx, int ruleset, int abi);
+void hcp_register_landlock_base(lua_State *L);
+
 /* Adds the rule for path (LL_READ or LL_WRITE; file rights only for a
  * file); a path that does not exist is skipped. 0, or -1 with errno. */
 int hcp_landlock_add(int ruleset_fd, const char *path, int which, int abi);

@@ -387,19 +387,33 @@ local function add_limits(spec, applied, layers, call)
   return nil
 end
 
+-- The rules every call's Landlock ruleset has (the system paths, the
+-- devices), from descriptors the core keeps open (core.landlock_base),
+-- made once per process; false where the core cannot.
+local ll_base
+local function landlock_base()
+  if ll_base == nil then
+    ll_base = core.landlock_base and core.landlock_base({ read = M.SYSTEM_READ, write = M.DEVICES }) or false
+  end
+  return ll_base or nil
+end
+
 local function add_landlock(spec, applied, layers, call)
   local probe = M.probe().landlock or {}
   local ll = {}
   if layers.landlock then
     local read, write = {}, {}
-    for _, p in ipairs(M.SYSTEM_READ) do read[#read + 1] = p end
+    ll.base = landlock_base()
+    if not ll.base then
+      for _, p in ipairs(M.SYSTEM_READ) do read[#read + 1] = p end
+      for _, d in ipairs(M.DEVICES) do write[#write + 1] = d end
+    end
     if layers.pidns then read[#read + 1] = "/proc" end -- only the child's own processes are there
     if call.pack_root then read[#read + 1] = call.pack_root end
     read[#read + 1] = call.bin_path
     -- the pack root is read-only in every mode, also as the cwd of mode none
     if call.jail ~= call.pack_root then write[#write + 1] = call.jail end
     if call.scratch then write[#write + 1] = call.scratch end
-    for _, d in ipairs(M.DEVICES) do write[#write + 1] = d end
     ll.read, ll.write = read, write
     applied[#applied + 1] = "landlock"
     if not call.network and probe.tcp then
