@@ -34,6 +34,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
+#endif
+
 #ifndef SYS_execveat
 #define SYS_execveat 322
 #endif
@@ -162,7 +166,15 @@ static int stub_main(void *arg)
 static pid_t clone_vm(int (*fn)(void *), void *arg, int flags)
 {
     char stack[CHILD_STACK] __attribute__((aligned(16)));
-    return clone(fn, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD | flags, arg);
+    pid_t pid = clone(fn, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD | flags, arg);
+#ifdef __SANITIZE_ADDRESS__
+    /* the child's instrumented frames poisoned parts of this region in the
+     * shadow memory we share; our later frames reuse it */
+    int e = errno;
+    __asan_unpoison_memory_region(stack, sizeof stack);
+    errno = e;
+#endif
+    return pid;
 }
 
 /* The helper path: the plan in a memfd, the stub execs the helper. */
