@@ -7,7 +7,7 @@
  *
  *   floors N GAP_MS [CGROUP_DIR]
  *
- * Prints one line per case: "<name> <median us> <p90 us>". */
+ * Prints one line per case: "<name>\t<median us>\t<p90 us>". */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -226,11 +226,11 @@ int main(int argc, char **argv)
         }
     for (int c = 0; c < NCASES; c++) {
         if (skip[c]) {
-            printf("%s|-|-\n", names[c]);
+            printf("%s\t-\t-\n", names[c]);
             continue;
         }
         qsort(s + c * n, (size_t)n, sizeof *s, cmp);
-        printf("%s|%.0f|%.0f\n", names[c], s[c * n + n / 2], s[c * n + n * 9 / 10]);
+        printf("%s\t%.0f\t%.0f\n", names[c], s[c * n + n / 2], s[c * n + n * 9 / 10]);
     }
     return 0;
 }

@@ -24,7 +24,7 @@ local function run(gap)
   local p = assert(io.popen(cmd))
   local rows = {}
   for line in p:lines() do
-    local name, med, p90 = line:match("^(.-)|(.-)|(.-)$")
+    local name, med, p90 = line:match("^([^\t]*)\t([^\t]*)\t([^\t]*)$")
     rows[#rows + 1] = { name = name, med = tonumber(med), p90 = tonumber(p90) }
   end
   p:close()
