@@ -48,3 +48,22 @@ for i, r in ipairs(by_gap[0]) do
   end
   print(string.format("%-42s %s %s", r.name, cells[1], cells[2]))
 end
+
+-- What auto pays the kernel per call, from these rows alone: the sum of the
+-- techniques it applies over clone+exec (its root's own mounts, the jail,
+-- the helper's exec and the Lua call pipeline come on top).
+local AUTO = { "+ fresh IPC namespace", "+ setns into an existing netns", "+ fresh mount namespace (copy)",
+  "+ pid_max in it", "+ seccomp filter", "+ capabilities dropped", "+ Landlock, a ruleset built once" }
+for _, gap in ipairs(lib.CADENCES) do
+  local rows, sum, ref = by_gap[gap], base[gap], by_gap[gap][1].med
+  for _, want in ipairs(AUTO) do
+    for _, r in ipairs(rows) do
+      if r.med and r.name:sub(1, #want) == want then sum = sum + math.max(0, r.med - base[gap]) end
+    end
+  end
+  if ref and sum then
+    print(string.format("auto's kernel floor, %s: clone+exec + ipcns + setns netns + mntns copy + pidns with pid_max"
+      .. " + seccomp + caps + Landlock = %.0f us = %.2fx posix_spawn (target 1.50x)",
+      gap > 0 and "30 ms idle" or "back to back", sum, sum / ref))
+  end
+end

@@ -5,8 +5,10 @@
 --
 -- ISOLATION: "auto" or "minimal". HEAP_MIB: Lua strings held alive for the
 -- whole run (1024: a runtime holding 1 GiB). MODE: "exec" (rt:exec of
--- /bin/true, the default), "call" (rt:call of the pack `true`), or
--- "loop N" per request: N back-to-back rt:exec, the total time answered.
+-- /bin/true, the default), "call" (rt:call of the pack `true`), "spawn"
+-- (core.spawn of /bin/true without layers: the spawn engine without the
+-- call pipeline), or "loop N" per request: N back-to-back rt:exec, the
+-- total time answered.
 local hcp = require("hcp")
 local core = require("hcp.core")
 
@@ -16,7 +18,14 @@ local rt = assert(hcp.create({ pack_dirs = { pack_dir }, allow_bins = { "/bin/tr
 local hold = {}
 for i = 1, heap do hold[i] = string.rep(string.char(i % 251), 1 << 20) end
 
+local ENGINE = { path = "/bin/true", argv = { "/bin/true" }, env = {}, cwd = "/" }
+
 local function once(mode)
+  if mode == "spawn" then
+    local p = assert(core.spawn(ENGINE))
+    local r = assert(p:wait())
+    return r.exit == 0 and 0 or 1
+  end
   local res = mode == "call" and rt:call({ pack = "true" }) or rt:exec({ bin = "/bin/true" })
   if not res.ok then io.stderr:write("bench worker: ", tostring(res.error), "\n") end
   return res.ok and 0 or 1
