@@ -182,6 +182,7 @@ bench: deps all
 	$(HCP_LUA) bench/inflight_bench.lua $(BUILD)/bench_spawn_parallel
 	$(HCP_LUA) bench/capture.lua $(BUILD)
 	$(HCP_LUA) bench/cli.lua $(BUILD)
+	$(HCP_LUA) bench/techniques.lua $(BUILD)
 	$(HCP_LUA) bench/floors.lua $(BUILD)
 
 # LuaRocks (build.type = "make" in the rockspec): the library alone — every

@@ -12,6 +12,22 @@
 local hcp = require("hcp")
 local core = require("hcp.core")
 
+-- HCP_BENCH_WITHOUT (bench/techniques.lua): a comma list of the techniques
+-- of issue 12 to do without — view_base, landlock_base, netns_pool, async —
+-- to measure what each one buys.
+local without = {}
+for t in (os.getenv("HCP_BENCH_WITHOUT") or ""):gmatch("[^,]+") do without[t] = true end
+if without.view_base then core.view_base = nil end
+if without.landlock_base then core.landlock_base = nil end
+if without.netns_pool or without.async then
+  local spawn = core.spawn
+  core.spawn = function(o)
+    if without.netns_pool and o.isolation and o.isolation.netns == "pool" then o.isolation.netns = true end
+    if without.async then o.async = nil end
+    return spawn(o)
+  end
+end
+
 local pack_dir, iso, heap = arg[1], arg[2], tonumber(arg[3]) or 0
 local rt = assert(hcp.create({ pack_dirs = { pack_dir }, allow_bins = { "/bin/true" }, isolation = iso }))
 
