@@ -8,7 +8,7 @@
 #   make check      the C tests and every spec against an ASan+UBSan build
 #   make valgrind   the C tests and a sample of the specs under valgrind memcheck
 #   make fuzz       the libFuzzer targets of spec/fuzz/, FUZZ_SECONDS each
-#   make bench      per-call latency against a posix_spawn baseline; egress proxy throughput
+#   make bench      every performance figure against its reference, in one run
 #   make install    PREFIX=/usr/local: commands, Lua modules, C module, man pages,
 #                   bash and zsh completion, docs/ in PREFIX/share/doc/hcp-lua
 #   luarocks make   the library alone (modules + hcp.core) as a rock: hcp-lua-*.rockspec
@@ -61,12 +61,23 @@ CFLAGS ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(LUA_CFLAGS) -fPIC
 LDLIBS := $(LUA_LIBS) -lreadline
 
-CORE_SRC := $(filter-out src/hcp_lua.c src/repl.c,$(wildcard src/*.c))
+CORE_SRC := $(filter-out src/hcp_lua.c src/repl.c src/luac_cache.c,$(wildcard src/*.c))
 CORE_OBJ := $(CORE_SRC:src/%.c=$(BUILD)/obj/%.o)
 HDRS     := $(wildcard src/*.h)
 LUA_MODULES := $(shell cd lua && find hcp -name '*.lua' | sort)
 
 CORE_SO  := $(BUILD)/lib/lua/$(LUA_VER)/hcp/core.so
+# The spawn helper (src/helper/): what an isolated child execs first, so no
+# fork copies the runtime. Static, without libc; x86_64 only (elsewhere the
+# core forks as before). Installed in libexec/ and beside core.so.
+HELPER_SRC := src/helper/hcp_spawn.c src/helper/nolibc.c src/spawn_child.c src/isolation_child.c \
+              src/rootfs_build.c src/pathutil.c src/plan.c src/egress_child.c
+HELPER_CFLAGS := -std=c11 -D_GNU_SOURCE -DHCP_HELPER $(WARN) -O2 -g -fno-stack-protector -fno-pie \
+                 -fno-builtin -fno-tree-loop-distribute-patterns -fno-asynchronous-unwind-tables $(LUA_CFLAGS)
+ifeq ($(shell uname -m),x86_64)
+HELPER   := $(BUILD)/libexec/hcp-spawn
+HELPER_SO := $(dir $(CORE_SO))hcp-spawn
+endif
 HCP_LUA  := $(BUILD)/bin/hcp-lua
 LUA_LINK := $(BUILD)/share/lua/$(LUA_VER)/hcp
 C_TESTS  := $(BUILD)/test/test_paths
@@ -76,7 +87,7 @@ MCP_CLIENTS := $(BUILD)/mcp-clients
 .PHONY: rock rock-install all deps demo test check valgrind fuzz bench install uninstall clean lint completion \
         mcp-clients build-deps
 
-all: $(CORE_SO) $(HCP_LUA) $(BUILD)/bin/hcp $(BUILD)/bin/hcpx $(LUA_LINK) $(C_TESTS)
+all: $(CORE_SO) $(HCP_LUA) $(BUILD)/bin/hcp $(BUILD)/bin/hcpx $(LUA_LINK) $(C_TESTS) $(HELPER) $(HELPER_SO)
 
 # Before the first compile: the compiler, the Lua and readline headers.
 # Missing ones are make deps' business, not a compiler error's.
@@ -97,15 +108,24 @@ build-deps:
 $(BUILD)/obj/%.o: src/%.c $(HDRS) | $(BUILD)/obj build-deps
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-$(BUILD)/obj $(BUILD)/bin $(BUILD)/test $(dir $(CORE_SO)) $(dir $(LUA_LINK)):
+$(BUILD)/obj $(BUILD)/bin $(BUILD)/test $(BUILD)/libexec $(dir $(CORE_SO)) $(dir $(LUA_LINK)):
 	mkdir -p $@
+
+# Never built with the sanitizers of `make check` (they need a libc).
+ifdef HELPER
+$(HELPER): $(HELPER_SRC) $(HDRS) | $(BUILD)/libexec
+	$(CC) $(HELPER_CFLAGS) -static -nostdlib -no-pie -o $@ $(HELPER_SRC) -lgcc
+
+$(HELPER_SO): $(HELPER) | $(dir $(CORE_SO))
+	cp $(HELPER) $@
+endif
 
 $(CORE_SO): $(CORE_OBJ) | $(dir $(CORE_SO))
 	$(CC) $(ALL_CFLAGS) -shared -o $@ $(CORE_OBJ) $(LDFLAGS)
 
 # hcp-lua embeds the core (preloaded as hcp.core); hcp and hcpx are links to
 # it that it dispatches on by argv[0].
-$(HCP_LUA): $(BUILD)/obj/hcp_lua.o $(BUILD)/obj/repl.o $(CORE_OBJ) | $(BUILD)/bin
+$(HCP_LUA): $(BUILD)/obj/hcp_lua.o $(BUILD)/obj/repl.o $(BUILD)/obj/luac_cache.o $(CORE_OBJ) | $(BUILD)/bin
 	$(CC) $(ALL_CFLAGS) -rdynamic -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/bin/hcp $(BUILD)/bin/hcpx: | $(BUILD)/bin
@@ -263,21 +283,31 @@ fuzz: deps fuzz-build
 lint:
 	luacheck lua spec bench
 
+# make bench: every figure of issue 12 with its reference, measured in one
+# run (docs/performance.md says how to read it). HCP_BENCH_N: calls per case
+# and cadence (default 300).
 bench: deps all
-	$(CC) -O2 -o $(BUILD)/bench_spawn bench/spawn_baseline.c
+	$(CC) -O2 -o $(BUILD)/bench_sampler bench/sampler.c
 	$(CC) -O2 -o $(BUILD)/bench_spawn_parallel bench/spawn_parallel.c
-	$(HCP_LUA) bench/exec_bench.lua $(BUILD)/bench_spawn
+	$(CC) -O2 -o $(BUILD)/bench_capture bench/capture.c
+	$(CC) -O2 -o $(BUILD)/bench_floors bench/floors.c
+	$(HCP_LUA) bench/latency.lua $(BUILD)
 	$(HCP_LUA) bench/inflight_bench.lua $(BUILD)/bench_spawn_parallel
+	$(HCP_LUA) bench/capture.lua $(BUILD)
+	$(HCP_LUA) bench/cli.lua $(BUILD)
+	$(HCP_LUA) bench/techniques.lua $(BUILD)
+	$(HCP_LUA) bench/floors.lua $(BUILD)
 	$(HCP_LUA) bench/egress_bench.lua
 
 # LuaRocks (build.type = "make" in the rockspec): the library alone — every
 # Lua module and hcp.core, no readline — into the directories LuaRocks gives.
-rock: $(CORE_SO)
+rock: $(CORE_SO) $(HELPER)
 
-rock-install: $(CORE_SO)
+rock-install: $(CORE_SO) $(HELPER)
 	@test -n "$(INST_LUADIR)" && test -n "$(INST_LIBDIR)" || { echo "rock-install: INST_LUADIR and INST_LIBDIR are required"; exit 2; }
 	for f in $(LUA_MODULES); do install -D -m 0644 lua/$$f $(INST_LUADIR)/$$f || exit 1; done
 	install -D -m 0755 $(CORE_SO) $(INST_LIBDIR)/hcp/core.so
+	$(if $(HELPER),install -D -m 0755 $(HELPER) $(INST_LIBDIR)/hcp/hcp-spawn)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp \
@@ -289,6 +319,7 @@ install: all
 	  install -D -m 0644 lua/$$f $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/$$f || exit 1; \
 	done
 	install -m 0755 $(CORE_SO) $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VER)/hcp/core.so
+	$(if $(HELPER),install -D -m 0755 $(HELPER) $(DESTDIR)$(PREFIX)/libexec/hcp-spawn)
 	for m in docs/man/*.1; do [ -f "$$m" ] && install -m 0644 "$$m" $(DESTDIR)$(PREFIX)/share/man/man1/ || true; done
 	install -d $(DESTDIR)$(DOCDIR)/spec
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
@@ -301,6 +332,7 @@ install: all
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/hcp-lua $(DESTDIR)$(PREFIX)/bin/hcp $(DESTDIR)$(PREFIX)/bin/hcpx
 	rm -rf $(DESTDIR)$(PREFIX)/share/lua/$(LUA_VER)/hcp $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_VER)/hcp
+	rm -f $(DESTDIR)$(PREFIX)/libexec/hcp-spawn
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man1/hcp.1 $(DESTDIR)$(PREFIX)/share/man/man1/hcp-lua.1
 	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hcp $(DESTDIR)$(PREFIX)/share/bash-completion/completions/hcpx
 	rm -f $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_hcp

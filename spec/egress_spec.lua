@@ -541,3 +541,47 @@ describe("egress for a runtime that is not root (nobody)", function()
     assert.is_nil(F.requests(S, w):find("nobody-evil", 1, true))
   end)
 end)
+
+-- The core's side of the hand-over (src/spawn.c, src/egress_child.c), on
+-- every spawn path: the listeners are made in a namespace made for the
+-- call, and the proxy holds them before spawn returns.
+describe("core.spawn with an egress proxy", function()
+  local function spawn_with(netns, extra)
+    local eng = assert(core.egress())
+    local iso = { netns = netns, egress = eng, pidns = true, caps = true }
+    local opts = { path = "/bin/true", argv = { "true" }, cwd = "/", env = {}, isolation = iso }
+    for k, v in pairs(extra or {}) do opts[k] = v end
+    return eng, opts
+  end
+
+  S.it("netns", "refuses a lent or joined network namespace: another call's listener may be there", function()
+    local fd_of = core.spawn({ path = "/bin/sleep", argv = { "sleep", "30" }, cwd = "/", env = {}, isolation = { netns = true } })
+    local ns = assert(fd_of:nsfd("net"))
+    for _, netns in ipairs({ "pool", ns, false }) do
+      local eng, opts = spawn_with(netns)
+      assert.error_matches(function() core.spawn(opts) end, "egress needs netns = true")
+      eng:close()
+    end
+    ns:close()
+    fd_of:kill()
+    fd_of:wait()
+  end)
+
+  S.it("netns", "holds the child's listeners when spawn returns, also when asked for async, with or without the helper", function()
+    for _, extra in ipairs({ {}, { async = true } }) do
+      local eng, opts = spawn_with(true, extra)
+      local p = assert(core.spawn(opts))
+      assert.is_true(eng:listening() >= 1, "listeners")
+      local res = p:wait()
+      assert.equal(0, res.exit, res.spawn_error)
+      eng:close()
+    end
+    -- and through a fork of the runtime (no helper), in a fresh process
+    local code = [[local c = require("hcp.core") local e = assert(c.egress())
+      local p = assert(c.spawn({ path = "/bin/true", argv = { "true" }, cwd = "/", env = {},
+        isolation = { netns = true, egress = e, pidns = true, caps = true } }))
+      io.write(e:listening(), " ", p:wait().exit, " ", tostring(c.spawn_helper()))]]
+    local out = S.sh(string.format("HCP_SPAWN_HELPER=none LUA_CPATH=%s %s -e %s 2>&1", q(S.CPATH), S.LUA, q(code)))
+    assert.matches("^[12] 0 nil$", out)
+  end)
+end)

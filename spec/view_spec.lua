@@ -298,6 +298,8 @@ describe("view: host unix sockets", function()
     local flag = serve_abstract(name, SHARED)
     local open = kv(S.sh(q(tool()) .. " connect " .. q(name) .. " 1"))
     assert.equal(0, open.connect) -- reachable from outside: the case means something
+    -- the server notes the connection after it answered: wait for the note
+    assert.truthy(eventually(function() return S.read(flag) end))
     os.remove(flag)
     for _, network in ipairs({ false, true }) do
       local rt = runtime(driver, { tool_pack("ac", { network = network }) }, { network = "unrestricted" })

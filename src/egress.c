@@ -42,13 +42,32 @@ int hcp_egress_adopt(struct hcp_egress *e, const int *fds, int n)
     return hcp_eng_adopt(e, fds, n);
 }
 
-void hcp_egress_pollable(struct hcp_egress *e, struct hcp_pollable *out)
+/* core.drive's view (pollable.h): self is the userdata's block, which
+ * may have been closed since the drive was asked to poll it. A pending
+ * request wakes the drive's caller: the runtime decides (hcp.egress). */
+static int p_fill(void *self, struct pollfd *pfd, int max)
 {
-    out->fill = hcp_eng_fill;
-    out->ready = hcp_eng_ready;
-    out->next = hcp_eng_next;
-    out->self = e;
+    egress_ud *u = self;
+    return u->open ? hcp_eng_fill(&u->e, pfd, max) : 0;
 }
+
+static int p_ready(void *self, const struct pollfd *pfd, int n)
+{
+    egress_ud *u = self;
+    if (!u->open)
+        return 0;
+    hcp_eng_ready(&u->e, pfd, n);
+    int64_t now = hcp_now_ns();
+    return hcp_eng_next(&u->e, now) <= now;
+}
+
+static int64_t p_next(void *self, int64_t now)
+{
+    egress_ud *u = self;
+    return u->open ? hcp_eng_next(&u->e, now) : NEVER;
+}
+
+static const struct hcp_pollable_ops pollable_ops = { p_fill, p_ready, p_next };
 
 int hcp_egress_fd(const struct hcp_egress *e)
 {
@@ -341,6 +360,8 @@ void hcp_register_egress(lua_State *L)
     };
     luaL_newmetatable(L, EGRESS_MT);
     luaL_setfuncs(L, meta, 0);
+    lua_pushlightuserdata(L, (void *)(uintptr_t)&pollable_ops);
+    lua_setfield(L, -2, "__hcp_pollable");
     luaL_newlib(L, methods);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);

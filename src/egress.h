@@ -38,8 +38,6 @@ struct hcp_egress *hcp_egress_test(lua_State *L, int idx);
 /* Takes the listening descriptors the child passed back (the engine owns
  * them from now on, also when it fails). 0, or -1 with errno. */
 int hcp_egress_adopt(struct hcp_egress *e, const int *fds, int n);
-/* How core.drive polls it. */
-void hcp_egress_pollable(struct hcp_egress *e, struct hcp_pollable *out);
 /* Its epoll descriptor, for the runtime's poller. */
 int hcp_egress_fd(const struct hcp_egress *e);
 void hcp_register_egress(lua_State *L);

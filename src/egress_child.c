@@ -70,7 +70,7 @@ int hcp_egress_listen(int sock)
     memset(&a6, 0, sizeof a6);
     a6.sin6_family = AF_INET6;
     a6.sin6_port = htons(HCP_EGRESS_PORT);
-    a6.sin6_addr = in6addr_loopback;
+    a6.sin6_addr = (struct in6_addr)IN6ADDR_LOOPBACK_INIT;   /* not libc's variable: the helper has none */
     /* no IPv6 in this kernel (or ::1 not there): the IPv4 listener alone */
     if ((fds[n] = listen_on(AF_INET6, &a6, sizeof a6)) >= 0)
         n++;

@@ -20,6 +20,7 @@ void hcp_register_fs(lua_State *L);
 void hcp_register_jail(lua_State *L);
 void hcp_register_isolation(lua_State *L);
 void hcp_register_poller(lua_State *L);
+void hcp_register_pollable(lua_State *L);
 void hcp_register_stdio(lua_State *L);
 void hcp_register_egress(lua_State *L);   /* egress.c (issue 14) */
 

@@ -477,6 +477,7 @@ static int pcli(lua_State *L)
     setup_paths(L);
     drop_cwd_templates(L, "path");
     drop_cwd_templates(L, "cpath");
+    hcp_luac_install(L);   /* the modules of a command, compiled once */
     createargtable(L, argv, argc, argc);
     lua_settop(L, 0);
 

@@ -21,6 +21,10 @@ int hcp_lua_docall(lua_State *L, int narg, int nres);
 /* Installs handler for SIGINT with sa_flags flags. */
 void hcp_lua_set_sigint(void (*handler)(int), int flags);
 
+/* hcp and hcpx load their Lua modules compiled, from a cache only our uid
+ * may write (luac_cache.c). */
+void hcp_luac_install(lua_State *L);
+
 /* The interactive loop (repl.c): reads, runs and prints until EOF. */
 void hcp_lua_repl(lua_State *L);
 

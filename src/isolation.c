@@ -6,6 +6,7 @@
  * cgroup.procs is opened here, so the child only writes its pid. Also
  * core.rmdir, for the cgroup directories the Lua side creates. */
 #include "isolation.h"
+#include "spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -22,6 +25,7 @@
 
 #include <linux/landlock.h>
 #include <linux/magic.h>
+#include <linux/nsfs.h>
 
 #include "compat.h"
 #include "egress.h"
@@ -31,6 +35,7 @@ static const struct { const char *name; unsigned bit; } layer_names[] = {
     { "netns", ISO_NETNS }, { "pidns", ISO_PIDNS }, { "caps", ISO_CAPS },
     { "rlimits", ISO_RLIMITS }, { "cgroup", ISO_CGROUP }, { "rootfs", ISO_ROOTFS },
     { "ipcns", ISO_IPCNS }, { "run_as", ISO_RUN_AS }, { "stage", ISO_STAGE },
+    { "pids_max", ISO_PIDS_MAX }, { "userns", ISO_USERNS },
     { "egress", ISO_EGRESS },
 };
 #define NLAYERS (sizeof layer_names / sizeof layer_names[0])
@@ -109,8 +114,12 @@ static int check_landlock(lua_State *L, int t, struct hcp_isolation *iso)
                 *(k[0] == 's' ? &iso->ll_scopes : &iso->ll_tcp) = 1;
         } else if (strcmp(k, "read") == 0 || strcmp(k, "write") == 0) {
             iso->ll_fs = 1;
+        } else if (strcmp(k, "base") == 0) {
+            if (!luaL_testudata(L, -1, "hcp.landlock_base"))
+                luaL_error(L, "spawn: isolation: landlock.base must be a Landlock base (core.landlock_base)");
+            iso->ll_fs = 1;
         } else {
-            luaL_error(L, "spawn: isolation: landlock: unknown key (read, write, scopes, tcp)");
+            luaL_error(L, "spawn: isolation: landlock: unknown key (read, write, base, scopes, tcp)");
         }
         lua_pop(L, 1);
     }
@@ -181,10 +190,31 @@ static void check_rlimits(lua_State *L, int t, struct hcp_isolation *iso)
     }
 }
 
+/* An open descriptor of the caller (the layer is applied with setns). */
+static int check_fd(lua_State *L, int v, const char *what)
+{
+    lua_Integer fd = lua_isinteger(L, v) ? lua_tointeger(L, v) : hcp_nsfd_get(L, v);
+    if (fd < 0 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0)
+        luaL_error(L, strcmp(what, "netns") == 0
+                   ? "spawn: isolation: netns must be a boolean, \"pool\" or an open descriptor of a network namespace"
+                   : "spawn: isolation: userns must be an open descriptor of a user namespace");
+    return (int)fd;
+}
+
+/* netns = "pool" | fd (true and false are booleans, read by the caller) */
+static void check_netns(lua_State *L, int v, struct hcp_isolation *iso)
+{
+    if (lua_type(L, v) == LUA_TSTRING && strcmp(lua_tostring(L, v), "pool") == 0)
+        iso->netns_pool = 1;
+    else
+        iso->netns_fd = check_fd(L, v, "netns");
+}
+
 int hcp_iso_check(lua_State *L, int opts, struct hcp_isolation *iso)
 {
     memset(iso, 0, sizeof *iso);
     iso->landlock_fd = iso->cgroup_fd = iso->cap_last = iso->egress_fd = -1;
+    iso->netns_fd = iso->userns_fd = -1;
     int top = lua_gettop(L);
     int t = lua_getfield(L, opts, "isolation");
     if (t == LUA_TNIL)
@@ -215,6 +245,17 @@ int hcp_iso_check(lua_State *L, int opts, struct hcp_isolation *iso)
         } else if (bit == ISO_EGRESS) {   /* issue 14 */
             if (!(iso->egress = hcp_egress_test(L, v)))
                 luaL_error(L, "spawn: isolation: egress must be an open core.egress() proxy");
+        } else if (bit == ISO_PIDS_MAX) {
+            if (!lua_isinteger(L, v) || lua_tointeger(L, v) < HCP_PIDS_MAX_MIN ||
+                lua_tointeger(L, v) > HCP_PIDS_MAX_MAX)
+                luaL_error(L, "spawn: isolation: pids_max must be an integer from %d to %d",
+                           HCP_PIDS_MAX_MIN, HCP_PIDS_MAX_MAX);
+            iso->pid_max = (unsigned)lua_tointeger(L, v) + 1;
+        } else if (bit == ISO_NETNS && !lua_isboolean(L, v)) {
+            check_netns(L, v, iso);
+        } else if (bit == ISO_USERNS) {
+            iso->userns_fd = check_fd(L, v, "userns");
+            bit = 0;
         } else if (!lua_isboolean(L, v)) {
             luaL_error(L, "spawn: isolation: %s must be a boolean", lua_tostring(L, -2));
         } else if (!lua_toboolean(L, v)) {
@@ -223,8 +264,12 @@ int hcp_iso_check(lua_State *L, int opts, struct hcp_isolation *iso)
         iso->layers |= bit;
         lua_pop(L, 1);
     }
-    if ((iso->layers & ISO_EGRESS) && !(iso->layers & ISO_NETNS))
-        luaL_error(L, "spawn: isolation: egress needs netns (the proxy listens in the child's namespace)");
+    /* the proxy listens on a fixed port of a namespace made for this call:
+     * a lent or joined one may hold another call's listener */
+    if ((iso->layers & ISO_EGRESS) && (!(iso->layers & ISO_NETNS) || iso->netns_pool || iso->netns_fd >= 0))
+        luaL_error(L, "spawn: isolation: egress needs netns = true (the proxy listens in a namespace made for the call)");
+    if ((iso->layers & ISO_PIDS_MAX) && !(iso->layers & ISO_PIDNS))
+        luaL_error(L, "spawn: isolation: pids_max needs pidns (it is the pid namespace's pid_max)");
     lua_settop(L, top);
     return 0;
 }
@@ -301,6 +346,9 @@ static int prepare_landlock(lua_State *L, int ll, struct hcp_isolation *iso, int
     iso->landlock_abi = abi;
     if (!iso->ll_fs)
         return 0;
+    if (lua_getfield(L, ll, "base") != LUA_TNIL && hcp_landlock_base_add(L, lua_gettop(L), fd, abi) < 0)
+        return layer_error(L, errno, "landlock", "base");
+    lua_pop(L, 1);
     int err = add_rules(L, ll, "read", iso);
     return err ? err : add_rules(L, ll, "write", iso);
 }
@@ -327,6 +375,12 @@ static int prepare_cgroup(lua_State *L, const char *dir, struct hcp_isolation *i
     return 0;
 }
 
+/* The kind of namespace fd refers to (NS_GET_NSTYPE, Linux 4.11), or -1. */
+static int ns_type(int fd)
+{
+    return ioctl(fd, NS_GET_NSTYPE);
+}
+
 static int read_cap_last(void)
 {
     char buf[16];
@@ -342,6 +396,57 @@ static int read_cap_last(void)
     return v > 0 && v < 64 ? (int)v : -1;
 }
 
+/* Appends the array at `from` to the array at `to`. */
+static void append(lua_State *L, int to, int from)
+{
+    lua_Integer n = lua_istable(L, from) ? (lua_Integer)lua_rawlen(L, from) : 0;
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, from, i);
+        lua_rawseti(L, to, (lua_Integer)lua_rawlen(L, to) + 1);
+    }
+}
+
+/* The constructed root: on the base view when one is given and it can
+ * serve (rootfs_base.c), else fresh — for the base's own paths too. On an
+ * error its message is left on top of the stack. */
+static int prepare_rootfs(lua_State *L, int t, int pin, int with_proc, struct hcp_rootfs *rf)
+{
+    int top = lua_gettop(L), b = top + 1;
+    lua_getfield(L, t, "base");
+    lua_getfield(L, t, "legacy");
+    int use = !lua_isnil(L, b) && !lua_toboolean(L, top + 2);
+    lua_settop(L, b);
+    if (!use)
+        return hcp_rootfs_prepare(L, t, pin, with_proc, rf);
+    struct hcp_rootfs base;
+    if (hcp_base_for_call(L, b, &base) == 0) {
+        int err = hcp_rootfs_prepare_on(L, t, pin, with_proc, &base, rf);
+        if (!err) {
+            rf->base_fd = base.base_fd;
+            rf->base = base.base;
+            rf->nbase = base.nbase;
+        }
+        if (err != HCP_ROOTFS_FRESH)
+            return err;
+    }
+    lua_settop(L, b);
+    lua_createtable(L, 0, 3);   /* { ro = the base's and the call's, rw =, tmp_mb = } */
+    lua_newtable(L);
+    hcp_base_ro(L, b);
+    lua_getfield(L, t, "ro");
+    append(L, top + 3, top + 4);
+    append(L, top + 3, top + 5);
+    lua_settop(L, top + 3);
+    lua_setfield(L, top + 2, "ro");
+    lua_getfield(L, t, "rw");
+    lua_setfield(L, top + 2, "rw");
+    lua_getfield(L, t, "tmp_mb");
+    lua_setfield(L, top + 2, "tmp_mb");
+    lua_pushvalue(L, top + 2);
+    lua_rawseti(L, pin, (lua_Integer)lua_rawlen(L, pin) + 1);
+    return hcp_rootfs_prepare(L, top + 2, pin, with_proc, rf);
+}
+
 int hcp_iso_prepare(lua_State *L, int opts, struct hcp_isolation *iso,
                     int *landlock_fd, int *cgroup_fd)
 {
@@ -349,7 +454,15 @@ int hcp_iso_prepare(lua_State *L, int opts, struct hcp_isolation *iso,
         return lua_newtable(L), 0;
     iso->uid = geteuid();
     iso->gid = getegid();
-    iso->userns = iso->uid != 0 && (iso->layers & (ISO_NETNS | ISO_PIDNS | ISO_ROOTFS | ISO_IPCNS));
+    iso->userns = iso->uid != 0 && iso->userns_fd < 0 &&
+                  (iso->layers & (ISO_NETNS | ISO_PIDNS | ISO_ROOTFS | ISO_IPCNS));
+    if ((iso->netns_fd >= 0 && ns_type(iso->netns_fd) != CLONE_NEWNET) ||
+        (iso->userns_fd >= 0 && ns_type(iso->userns_fd) != CLONE_NEWUSER)) {
+        int net = iso->netns_fd >= 0 && ns_type(iso->netns_fd) != CLONE_NEWNET;
+        lua_pushfstring(L, "spawn: isolation: %s: descriptor %d is not a %s namespace", net ? "netns" : "userns",
+                        net ? iso->netns_fd : iso->userns_fd, net ? "network" : "user");
+        return EINVAL;
+    }
     if ((iso->layers & ISO_SECCOMP) && !hcp_iso_seccomp_supported()) {
         lua_pushliteral(L, "spawn: isolation: seccomp: unsupported architecture");
         return ENOSYS;
@@ -371,7 +484,7 @@ int hcp_iso_prepare(lua_State *L, int opts, struct hcp_isolation *iso,
     }
     if (!err && (iso->layers & ISO_ROOTFS)) {
         lua_getfield(L, it, "rootfs");
-        err = hcp_rootfs_prepare(L, lua_gettop(L), pin, (iso->layers & ISO_PIDNS) != 0, &iso->rootfs);
+        err = prepare_rootfs(L, lua_gettop(L), pin, (iso->layers & ISO_PIDNS) != 0, &iso->rootfs);
     }
     if (err) {   /* keep only the message */
         lua_replace(L, top + 1);
@@ -400,7 +513,7 @@ static int l_rmdir(lua_State *L)
 void hcp_register_isolation(lua_State *L)
 {
     static const luaL_Reg funcs[] = {
-        { "probe", hcp_probe }, { "rmdir", l_rmdir }, { NULL, NULL },
+        { "probe", hcp_probe }, { "probe_source", hcp_probe_source }, { "rmdir", l_rmdir }, { NULL, NULL },
     };
     luaL_setfuncs(L, funcs, 0);
 }

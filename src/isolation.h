@@ -14,9 +14,15 @@ enum {
     ISO_LANDLOCK = 1 << 0, ISO_SECCOMP = 1 << 1, ISO_NETNS = 1 << 2,
     ISO_PIDNS = 1 << 3, ISO_CAPS = 1 << 4, ISO_RLIMITS = 1 << 5,
     ISO_CGROUP = 1 << 6, ISO_ROOTFS = 1 << 7, ISO_IPCNS = 1 << 8,
-    ISO_RUN_AS = 1 << 9, ISO_STAGE = 1 << 10,
-    ISO_EGRESS = 1 << 11,   /* issue 14: the call's proxy listens in its netns */
+    ISO_RUN_AS = 1 << 9, ISO_STAGE = 1 << 10, ISO_PIDS_MAX = 1 << 11,
+    ISO_USERNS = 1 << 12,   /* a key only: userns = fd */
+    ISO_EGRESS = 1 << 13,   /* issue 14: the call's proxy listens in its netns */
 };
+
+/* pids_max: what a pid namespace's pid_max can express (Linux refuses less
+ * than 301, and has at most 4194304 pids) */
+#define HCP_PIDS_MAX_MIN 300
+#define HCP_PIDS_MAX_MAX 4194303
 
 #define HCP_NRLIMITS 5
 #define HCP_PROC_RULES 8
@@ -27,17 +33,30 @@ struct hcp_rlim { int resource; unsigned long long value; };
 /* The constructed root (rootfs.c): what the child's "/" holds, planned in
  * the parent (sorted so a directory comes before what is mounted inside
  * it, sources resolved), built in the child. */
-enum { RF_BIND, RF_LINK, RF_DEV, RF_TMP, RF_PROC };
+/* RF_GROUP: a tmpfs of a base view at a top-level directory whose entries
+ * lie deeper (/etc, /sys), so a call can take it whole; RF_SHM: a call's
+ * own /dev/shm on a base view's /dev. */
+enum { RF_BIND, RF_LINK, RF_DEV, RF_TMP, RF_PROC, RF_GROUP, RF_SHM };
 struct hcp_rootfs_ent {
     const char *dest;   /* where in the child's view: the host path asked for */
     const char *src;    /* RF_BIND: the host's real path; RF_LINK: the link's target */
     unsigned char kind, rw, isdir;
+    unsigned char base; /* while planning on a base view: one of its entries */
 };
+/* A top-level entry of a base view, which each call's root takes: a mount
+ * moved in (`link` NULL), or a link made again. */
+struct hcp_base_item { const char *name, *link; unsigned char isdir; };
 struct hcp_rootfs {
     int n;
     struct hcp_rootfs_ent *e;   /* pinned by the table hcp_iso_prepare leaves */
     int legacy;                 /* mount(2) and remounts only (the pre-5.12 path) */
     char tmp_opts[64];          /* tmpfs options of /tmp and /dev/shm */
+    /* Built on a base view (rootfs_base.c): e holds the call's own entries
+     * only, the rest comes from the base's mount namespace. */
+    int base_fd;                /* that namespace, or -1 */
+    int is_base;                /* building a base view: no /dev/shm of its own */
+    int nbase;
+    const struct hcp_base_item *base;
 };
 
 /* Paths made reachable for a process that drops privileges before it
@@ -65,6 +84,12 @@ struct hcp_isolation {
     int landlock_abi, nproc_rules;
     struct { const char *path; int which; } proc_rules[HCP_PROC_RULES];
     int ll_fs, ll_tcp, ll_scopes;       /* what the Landlock ruleset handles */
+    unsigned pid_max;                   /* pids_max + 1: the pid namespace's pid_max */
+    /* netns = fd, or one from the pool: setns into it rather than unshare;
+     * userns = fd: joined rather than made (a non-root runtime's netns fd
+     * belongs to one). -1: not given. Owned by the caller. */
+    int netns_fd, userns_fd;
+    int netns_pool;                     /* netns = "pool" (spawn.c, netns_pool.c) */
     uid_t run_uid;                      /* run_as */
     gid_t run_gid;
     struct hcp_rootfs rootfs;
@@ -98,6 +123,27 @@ int hcp_iso_path_list(lua_State *L, int list, const char *what, const char *each
 
 /* core.probe() (isolation_probe.c) */
 int hcp_probe(lua_State *L);
+int hcp_probe_source(lua_State *L);
+size_t hcp_probe_blob_size(void);
+
+/* The probe's cache (probe_cache.c): the key of this process (-1: none
+ * fits), the file for it (-1: no cache here, or HCP_PROBE_CACHE=0), and
+ * reading (-1: none, or not to be trusted) and writing the answer. */
+int hcp_probe_key(char *key, size_t size);
+int hcp_probe_cache_path(const char *key, char *path, size_t size);
+int hcp_probe_cache_read(const char *path, const char *key, void *blob, size_t blob_size);
+int hcp_probe_cache_write(const char *path, const char *key, const void *blob, size_t blob_size);
+
+/* ---- network namespaces kept for reuse (netns_pool.c) -------------------- */
+
+/* A pooled network namespace (and, for a non-root runtime, the user
+ * namespace that owns it), or { -1, -1 }. */
+struct hcp_netns { int net, user; };
+struct hcp_netns hcp_netns_take(int root);
+/* Gives one back (or closes it when the pool is full). */
+void hcp_netns_give(struct hcp_netns ns, int root);
+/* The namespaces a running child is in: /proc/<pid>/ns/net (and user). */
+struct hcp_netns hcp_netns_of(pid_t pid, int with_user);
 
 /* ---- the constructed root (rootfs.c) ------------------------------------ */
 
@@ -107,12 +153,35 @@ int hcp_rootfs_check(lua_State *L, int t);
 /* Plans it into *rf (strings pinned in the table at `pin`); /proc is part
  * of it only with a pid namespace. 0, or an errno with the message pushed. */
 int hcp_rootfs_prepare(lua_State *L, int t, int pin, int with_proc, struct hcp_rootfs *rf);
+/* The same on a base view's plan: *rf gets the call's own entries only.
+ * HCP_ROOTFS_FRESH (nothing pushed) when the view cannot be built on the
+ * base (a path in one of its shared directories, or hiding one of its
+ * entries): the caller plans it fresh. */
+#define HCP_ROOTFS_FRESH (-2)
+int hcp_rootfs_prepare_on(lua_State *L, int t, int pin, int with_proc, const struct hcp_rootfs *base,
+                          struct hcp_rootfs *rf);
 /* In the child, in a fresh mount namespace: builds the root and pivots into
  * it. -1 with errno, *where the entry that failed (or RF_AT_*). */
 enum { RF_AT_SETUP = -1, RF_AT_FINISH = -2 };
 int hcp_rootfs_build(const struct hcp_rootfs *rf, int *where);
+/* The same on rf->base_fd: the call's binds cloned from the mount namespace
+ * we are in, then a copy of the base's, a fresh root taking the base's
+ * top-level entries, the call's own entries, pivoted into. */
+int hcp_rootfs_build_on(const struct hcp_rootfs *rf, int *where);
 /* What `where` names, for the error message. */
 const char *hcp_rootfs_where(const struct hcp_rootfs *rf, int where);
+
+/* a, then b, then n in decimal unless n < 0, into buf (at least 128 bytes;
+ * no stdio in the child). rootfs_build.c */
+void hcp_join(char *buf, const char *a, const char *b, long long n);
+
+/* rootfs.base (rootfs_base.c): the base view at idx, checked against the
+ * host (rebuilt when what it binds changed): *rf gets its plan, namespace
+ * and items. -1 (nothing pushed) when it cannot be had: plan fresh. */
+int hcp_base_for_call(lua_State *L, int idx, struct hcp_rootfs *rf);
+/* Pushes the `ro` list the base at idx was made from. */
+int hcp_base_ro(lua_State *L, int idx);
+void hcp_register_viewbase(lua_State *L);
 
 /* isolation.stage = { path | { path =, beneath = }, ... } */
 int hcp_stage_check(lua_State *L, int t, struct hcp_stage *st);
@@ -136,6 +205,12 @@ int hcp_landlock_abi(void);
 unsigned long long hcp_landlock_rights(int abi, int which);
 enum { LL_HANDLED, LL_READ, LL_WRITE, LL_FILE };
 
+/* landlock.base (landlock_base.c): adds the rules of the base at idx to
+ * the ruleset, reopening its paths first when the host changed. 0, or -1
+ * with errno. */
+int hcp_landlock_base_add(lua_State *L, int idx, int ruleset, int abi);
+void hcp_register_landlock_base(lua_State *L);
+
 /* Adds the rule for path (LL_READ or LL_WRITE; file rights only for a
  * file); a path that does not exist is skipped. 0, or -1 with errno. */
 int hcp_landlock_add(int ruleset_fd, const char *path, int which, int abi);
@@ -145,9 +220,13 @@ int hcp_landlock_add(int ruleset_fd, const char *path, int which, int abi);
 
 int hcp_iso_cgroup_join(int cgroup_fd);
 int hcp_iso_userns(const struct hcp_isolation *iso);
-int hcp_iso_netns(void);
-int hcp_iso_pidns_unshare(void);
+int hcp_iso_netns(const struct hcp_isolation *iso);
+/* mntns: with a mount namespace (for hcp-init's own /proc or a fresh view) */
+int hcp_iso_pidns_unshare(int mntns);
 int hcp_iso_pidns_mounts(void);   /* in the grandchild, pid 1 */
+/* In pid 1 of the new pid namespace: its pid_max (per namespace since Linux
+ * 6.14; the write goes to the writer's namespace, through any proc). */
+int hcp_iso_pid_max(unsigned pid_max);
 int hcp_iso_ipcns(void);
 int hcp_iso_rlimits(const struct hcp_isolation *iso);
 /* run_as without caps: setgroups, setresgid, setresuid (the kernel then

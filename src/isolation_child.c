@@ -180,6 +180,8 @@ static int write_map(const char *path, unsigned long long id)
  * before an unprivileged process may write gid_map (absent before 3.19). */
 int hcp_iso_userns(const struct hcp_isolation *iso)
 {
+    if (iso->userns_fd >= 0)   /* userns = fd: that one, its maps as they are */
+        return setns(iso->userns_fd, CLONE_NEWUSER);
     if (unshare(CLONE_NEWUSER) < 0)
         return -1;
     if (write_file("/proc/self/setgroups", "deny", 4) < 0 && errno != ENOENT)
@@ -191,10 +193,11 @@ int hcp_iso_userns(const struct hcp_isolation *iso)
 }
 
 /* A fresh network namespace holds one loopback, down: no route anywhere,
- * not even to the host's 127.0.0.1 or ::1. */
-int hcp_iso_netns(void)
+ * not even to the host's 127.0.0.1 or ::1. A given one (netns = fd, or
+ * from the pool) is joined instead. */
+int hcp_iso_netns(const struct hcp_isolation *iso)
 {
-    return unshare(CLONE_NEWNET);
+    return iso->netns_fd >= 0 ? setns(iso->netns_fd, CLONE_NEWNET) : unshare(CLONE_NEWNET);
 }
 
 /* SysV IPC and POSIX message queues of our own: the host's segments are not
@@ -206,9 +209,9 @@ int hcp_iso_ipcns(void)
 
 /* Our next child is pid 1 of the new pid namespace; the mount namespace
  * lets it mount its own /proc without touching ours. */
-int hcp_iso_pidns_unshare(void)
+int hcp_iso_pidns_unshare(int mntns)
 {
-    return unshare(CLONE_NEWPID | CLONE_NEWNS);
+    return unshare(CLONE_NEWPID | (mntns ? CLONE_NEWNS : 0));
 }
 
 /* In pid 1: mounts stop propagating (a shared "/" would carry our /proc back
@@ -222,6 +225,13 @@ int hcp_iso_pidns_mounts(void)
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         return -1;
     return mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+}
+
+int hcp_iso_pid_max(unsigned pid_max)
+{
+    char buf[24];
+    size_t len = fmt_uint(buf, pid_max);
+    return write_file("/proc/sys/kernel/pid_max", buf, len);
 }
 
 /* ---- rlimits, capabilities ---------------------------------------------- */

@@ -5,9 +5,11 @@
 #include "isolation.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -39,6 +41,7 @@ static struct {
     int done;
     struct layer l[NPROBES];
     int abi, ll_tcp, ll_scopes;
+    int pid_max;                  /* a pid namespace has a pid_max of its own */
     char cg_path[256], cg_own[192];
     int cg_version;
 } probed;
@@ -90,6 +93,7 @@ static struct hcp_isolation self_ids(void)
 {
     struct hcp_isolation iso;
     memset(&iso, 0, sizeof iso);
+    iso.netns_fd = iso.userns_fd = -1;
     iso.uid = geteuid();
     iso.gid = getegid();
     return iso;
@@ -111,7 +115,8 @@ static int try_netns(char *why)
 {
     if (ns_prelude(why) < 0)
         return -1;
-    return hcp_iso_netns() < 0 ? FAIL("unshare(CLONE_NEWNET): %s", strerror(errno)) : 0;
+    struct hcp_isolation iso = self_ids();
+    return hcp_iso_netns(&iso) < 0 ? FAIL("unshare(CLONE_NEWNET): %s", strerror(errno)) : 0;
 }
 
 static int try_pidns(char *why)
@@ -119,7 +124,7 @@ static int try_pidns(char *why)
     int st;
     if (ns_prelude(why) < 0)
         return -1;
-    if (hcp_iso_pidns_unshare() < 0)
+    if (hcp_iso_pidns_unshare(1) < 0)
         return FAIL("unshare(CLONE_NEWPID|CLONE_NEWNS): %s", strerror(errno));
     pid_t pid = fork();
     if (pid < 0)
@@ -133,6 +138,51 @@ static int try_pidns(char *why)
         if (errno != EINTR)
             return FAIL("waitpid: %s", strerror(errno));
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* In pid 1 of a new pid namespace: its own pid_max (Linux 6.14), read back
+ * as written, and the host's untouched (checked by the caller). */
+static int pid_max_child(void)
+{
+    char buf[16];
+    if (hcp_iso_pid_max(1000) < 0)
+        return -1;
+    int fd = open("/proc/sys/kernel/pid_max", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    if (fd >= 0)
+        close(fd);
+    return n == 5 && strncmp(buf, "1000\n", 5) == 0 ? 0 : -1;
+}
+
+static int try_pid_max(char *why)
+{
+    int st;
+    if (ns_prelude(why) < 0)
+        return -1;
+    if (hcp_iso_pidns_unshare(1) < 0)
+        return FAIL("unshare(CLONE_NEWPID|CLONE_NEWNS): %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0)
+        return FAIL("fork into the pid namespace: %s", strerror(errno));
+    if (pid == 0)
+        _exit(pid_max_child() < 0);
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return FAIL("waitpid: %s", strerror(errno));
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : FAIL("no pid_max of its own");
+}
+
+static int read_host_pid_max(void)
+{
+    char buf[16];
+    int fd = open("/proc/sys/kernel/pid_max", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    return atoi(buf);
 }
 
 static int try_seccomp(char *why)
@@ -226,10 +276,10 @@ static int try_run_as(char *why)
 static int build_small_view(char *why)
 {
     static struct hcp_rootfs_ent ents[4] = {
-        { "/dev", NULL, RF_DEV, 1, 1 }, { "/proc", NULL, RF_PROC, 1, 1 },
-        { "/tmp", NULL, RF_TMP, 1, 1 }, { "/usr", "/usr", RF_BIND, 0, 1 },
+        { "/dev", NULL, RF_DEV, 1, 1, 0 }, { "/proc", NULL, RF_PROC, 1, 1, 0 },
+        { "/tmp", NULL, RF_TMP, 1, 1, 0 }, { "/usr", "/usr", RF_BIND, 0, 1, 0 },
     };
-    struct hcp_rootfs rf = { 4, ents, 0, "mode=1777,size=1048576" };
+    struct hcp_rootfs rf = { 4, ents, 0, "mode=1777,size=1048576", -1, 0, 0, NULL };
     int where;
     if (hcp_rootfs_build(&rf, &where) < 0)
         return FAIL("building the view (%s): %s", hcp_rootfs_where(&rf, where), strerror(errno));
@@ -248,7 +298,7 @@ static int try_rootfs(char *why)
     int st;
     if (ns_prelude(why) < 0)
         return -1;
-    if (hcp_iso_pidns_unshare() < 0)
+    if (hcp_iso_pidns_unshare(1) < 0)
         return FAIL("unshare(CLONE_NEWPID|CLONE_NEWNS): %s", strerror(errno));
     pid_t pid = fork();
     if (pid < 0)
@@ -405,6 +455,11 @@ static void probe_all(void)
     for (int i = 0; i < NPROBES; i++)
         if (fns[i])
             probed.l[i].ok = in_child(fns[i], probed.l[i].why);
+    if (probed.l[P_PIDNS].ok) {
+        char why[WHY];
+        int before = read_host_pid_max();
+        probed.pid_max = in_child(try_pid_max, why) && read_host_pid_max() == before;
+    }
     if (!hcp_iso_seccomp_supported()) {
         probed.l[P_SECCOMP].ok = 0;
         snprintf(probed.l[P_SECCOMP].why, WHY, "unsupported architecture");
@@ -416,11 +471,46 @@ static void probe_all(void)
     probed.done = 1;
 }
 
+size_t hcp_probe_blob_size(void)
+{
+    return sizeof probed;
+}
+
+static const char *probe_source = "none";
+
+/* The answer from this boot's cache when it holds one for this process
+ * (probe_cache.c), else probed now and cached. */
+static void probe_cached(void)
+{
+    char key[8192], path[PATH_MAX];
+    int have = hcp_probe_key(key, sizeof key) >= 0 && hcp_probe_cache_path(key, path, sizeof path) == 0;
+    if (have && hcp_probe_cache_read(path, key, &probed, sizeof probed) == 0 && probed.done) {
+        int abi = hcp_landlock_abi();
+        if ((abi < 0 ? 0 : abi) == probed.abi) {
+            probe_source = "cache";
+            return;
+        }
+    }
+    memset(&probed, 0, sizeof probed);
+    probe_all();
+    probe_source = "probed";
+    if (have && hcp_probe_cache_write(path, key, &probed, sizeof probed) == 0)
+        probe_source = "probed, cached";
+}
+
+/* core.probe_source() -> where this process's probe answer came from:
+ * "cache", "probed, cached", "probed" (no cache here), or "none" yet. */
+int hcp_probe_source(lua_State *L)
+{
+    lua_pushstring(L, probe_source);
+    return 1;
+}
+
 /* core.probe() -> { <layer> = { available = bool, reason = string|nil, ... } } */
 int hcp_probe(lua_State *L)
 {
     if (!probed.done)
-        probe_all();
+        probe_cached();
     lua_createtable(L, 0, NPROBES);
     for (int i = 0; i < NPROBES; i++) {
         const struct layer *l = &probed.l[i];
@@ -442,6 +532,10 @@ int hcp_probe(lua_State *L)
             lua_setfield(L, -2, "tcp");
             lua_pushboolean(L, probed.ll_scopes);
             lua_setfield(L, -2, "scopes");
+        }
+        if (i == P_PIDNS) {
+            lua_pushboolean(L, probed.pid_max);
+            lua_setfield(L, -2, "pid_max");
         }
         if (i == P_CGROUP && l->ok) {
             lua_pushstring(L, probed.cg_path);

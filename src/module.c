@@ -1,6 +1,7 @@
 /* module.c — luaopen_hcp_core: assembles the module from each concern's
  * file, plus the one clock the benchmarks and timing specs read. */
 #include "hcp_core.h"
+#include "isolation.h"
 
 #include <errno.h>
 #include <time.h>
@@ -23,7 +24,10 @@ int luaopen_hcp_core(lua_State *L)
     hcp_register_fs(L);
     hcp_register_jail(L);
     hcp_register_isolation(L);
+    hcp_register_viewbase(L);
+    hcp_register_landlock_base(L);
     hcp_register_poller(L);
+    hcp_register_pollable(L);
     hcp_register_stdio(L);
     hcp_register_egress(L);
     lua_pushcfunction(L, l_monotonic_us);

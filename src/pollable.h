@@ -1,31 +1,32 @@
-/* pollable.h — what core.drive can wait on besides procs: anything that
- * has descriptors to poll and timers of its own (the egress proxy of a
- * call, src/egress.c). The drive loop polls them with the procs' pipes:
- *
- *   fill(self, out, max)   writes at most max pollfds for this pass and
- *                          returns how many (0 is fine: timers only);
- *   ready(self, pfd, n)    is called after every pass with those pollfds
- *                          (revents set, possibly all 0): the extra does its
- *                          I/O and its timers here;
- *   next(self, now)        the absolute time (CLOCK_MONOTONIC ns) it next
- *                          needs a pass, INT64_MAX for none — or a time <=
- *                          now when it needs its caller: core.drive then
- *                          returns after this pass (the proxy has a request
- *                          the runtime must decide).
- */
+/* pollable.h — what core.drive can service besides procs, in the same
+ * poll: anything with descriptors to poll and timers of its own (a call's
+ * egress proxy, src/egress.c; core.test_pollable, src/pollable.c). */
 #ifndef HCP_POLLABLE_H
 #define HCP_POLLABLE_H
 
+#include <lua.h>
 #include <poll.h>
 #include <stdint.h>
 
-#define HCP_POLLABLE_MAX_FDS 4   /* what one extra may fill per pass */
-
-struct hcp_pollable {
-    int (*fill)(void *self, struct pollfd *out, int max);
-    void (*ready)(void *self, const struct pollfd *pfd, int n);
+/* Something else one drive services in the same poll as the procs (issue
+ * 14's proxy sockets, say): `fill` puts up to `max` pollfds it waits on
+ * into pfd and returns how many; `ready` gets them back, with revents,
+ * after each poll (n = what fill returned; also called when only its timer
+ * is due) and returns nonzero when the drive should return to its caller
+ * after this pass; `next` returns the CLOCK_MONOTONIC nanoseconds of its
+ * next timer, or NEVER. Runs in the caller's thread, between polls: no
+ * callback may call back into Lua or free itself. */
+struct hcp_pollable_ops {
+    int (*fill)(void *self, struct pollfd *pfd, int max);
+    int (*ready)(void *self, const struct pollfd *pfd, int n);
     int64_t (*next)(void *self, int64_t now);
-    void *self;
 };
+struct hcp_pollable { const struct hcp_pollable_ops *ops; void *self; };
+#define HCP_POLLABLE_FDS 16     /* at most per pollable */
+#define HCP_POLLABLE_MAX 1024   /* pollables per drive: one per call in flight */
+/* A Lua value is a pollable when it is a full userdata whose metatable has
+ * `__hcp_pollable`, a light userdata pointing to its ops; self is the
+ * userdata's block. The pollable at idx, or { NULL, NULL }. (pollable.c) */
+struct hcp_pollable hcp_pollable_at(lua_State *L, int idx);
 
 #endif

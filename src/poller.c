@@ -77,8 +77,8 @@ static int pl_watch(lua_State *L)
         return 1;
     }
     proc_t *p = luaL_checkudata(L, 2, PROC_MT);
-    const int fds[4] = { p->out[0].fd, p->out[1].fd, p->in_fd, p->pidfd };
-    for (int i = 0; i < 4; i++)
+    const int fds[5] = { p->out[0].fd, p->out[1].fd, p->in_fd, p->pidfd, p->report_fd };
+    for (int i = 0; i < 5; i++)
         if (fds[i] >= 0 && watch_fd(pl->epfd, fds[i], i == 2 ? EPOLLOUT : EPOLLIN) < 0)
             return hcp_push_oserror(L, errno, "poller: epoll_ctl");
     lua_pushboolean(L, 1);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -25,7 +26,7 @@
 static const char *const known_opts[] = {
     "path", "beneath", "argv", "env", "cwd", "stdin", "max_output",
     "timeout_ms", "kill_grace_ms", "tee_stdout", "tee_stderr", "isolation",
-    "capture", "stream", "data_fds", NULL,
+    "capture", "stream", "data_fds", "async", NULL,
 };
 
 /* An unknown option is a caller's mistake, and ignoring one (say, a future
@@ -309,6 +310,41 @@ static int egress_adopt(proc_t *p, const struct hcp_isolation *iso, pid_t pid)
     return -1;
 }
 
+/* async: what a failure reported after spawn returned names — the entries
+ * of the rootfs and stage plans — stays alive with the proc. */
+static void keep_plan(lua_State *L, int pidx, int pin, proc_t *p, const struct hcp_isolation *iso)
+{
+    lua_createtable(L, 2, 0);
+    lua_pushvalue(L, pin);
+    lua_rawseti(L, -2, 1);
+    lua_pushvalue(L, 1);   /* the options: the stage paths are theirs */
+    lua_rawseti(L, -2, 2);
+    lua_setiuservalue(L, pidx, UV_PLAN);
+    p->rf_e = iso->rootfs.e;
+    p->rf_n = iso->rootfs.n;
+    p->stage_n = iso->stage.n;
+    for (int i = 0; i < iso->stage.n; i++)
+        p->stage_path[i] = iso->stage.e[i].path;
+}
+
+void hcp_push_spawn_error(lua_State *L, const proc_t *p)
+{
+    const char *step = hcp_step_name(p->spawn_step);
+    const char *err = strerror(p->spawn_err);
+    if (!step)
+        lua_pushfstring(L, "spawn: read: %s", err);
+    else if (p->spawn_step == ST_ROOTFS) {
+        struct hcp_rootfs rf;
+        memset(&rf, 0, sizeof rf);
+        rf.e = (struct hcp_rootfs_ent *)(uintptr_t)p->rf_e;
+        rf.n = p->rf_n;
+        lua_pushfstring(L, "spawn: %s: %s: %s", step, hcp_rootfs_where(&rf, p->spawn_arg), err);
+    } else if (p->spawn_step == ST_STAGE && p->spawn_arg >= 0 && p->spawn_arg < p->stage_n)
+        lua_pushfstring(L, "spawn: %s: %s: %s", step, p->stage_path[p->spawn_arg], err);
+    else
+        lua_pushfstring(L, "spawn: %s: %s", step, err);
+}
+
 static int l_spawn(lua_State *L)
 {
     size_t plen, blen = 0, clen, in_len = 0;
@@ -327,10 +363,15 @@ static int l_spawn(lua_State *L)
     lua_Number grace = opt_num(L, "kill_grace_ms", 500, 0);
     int tee[2] = { opt_fd(L, "tee_stdout"), opt_fd(L, "tee_stderr") };
     int capture = opt_bool(L, "capture", 1), streaming = opt_bool(L, "stream", 0);
+    int async = opt_bool(L, "async", 0);
     int ndata = check_data(L);
     struct hcp_isolation iso;
     if (hcp_iso_check(L, 1, &iso) < 0)
         return refuse(L);
+    /* the proxy takes the child's listeners once it has exec'd: before
+     * spawn returns, so a call never runs without the proxy it was promised */
+    if (iso.layers & ISO_EGRESS)
+        async = 0;
     const char *nul = strlen(path) != plen ? "path"
                     : beneath && strlen(beneath) != blen ? "beneath"
                     : strlen(cwd) != clen ? "cwd" : NULL;
@@ -346,7 +387,7 @@ static int l_spawn(lua_State *L)
     l.iso = &iso;
     l.ndata = ndata;
 
-    proc_t *p = lua_newuserdatauv(L, sizeof *p, 2);
+    proc_t *p = lua_newuserdatauv(L, sizeof *p, 3);
     memset(p, 0, sizeof *p);
     p->state = S_CLOSED;   /* safe to collect before anything is acquired */
     p->pidfd = p->in_fd = p->out[0].fd = p->out[1].fd = -1;
@@ -362,6 +403,9 @@ static int l_spawn(lua_State *L)
         p->in_data = in;
         p->in_len = in_len;
     }
+    p->netns.net = p->netns.user = -1;
+    p->status_fd = p->report_fd = -1;
+    p->spawn_step = -1;
     p->max_output = (size_t)max_out;
     p->capture = capture;
     p->streaming = streaming;
@@ -386,6 +430,19 @@ static int l_spawn(lua_State *L)
         hcp_proc_release(p);
         return hcp_push_oserror(L, err, "spawn: %s", step);
     }
+    /* a pooled network namespace is the proc's from here on */
+    p->root = geteuid() == 0;
+    /* a pid namespace, so the call's end is known to be its last process's;
+     * no capabilities in the program, so it cannot have changed the
+     * namespace (its loopback up, an address, a route) */
+    p->netns_reuse = iso.netns_pool && (iso.layers & ISO_NETNS) && (iso.layers & ISO_PIDNS) &&
+                     (iso.layers & ISO_CAPS);
+    if (p->netns_reuse) {
+        p->netns = hcp_netns_take(p->root);
+        iso.netns_fd = p->netns.net;
+        if (!p->root)
+            iso.userns_fd = p->netns.user;
+    }
     /* Fail closed: a layer asked for that cannot be prepared runs nothing. */
     err = hcp_iso_prepare(L, 1, &iso, &p->tmp[T_LANDLOCK], &p->tmp[T_CGROUP]);
     if (err) {
@@ -401,6 +458,22 @@ static int l_spawn(lua_State *L)
         hcp_proc_release(p);
         return hcp_push_oserror(L, err, "spawn: isolation: egress: socketpair");
     }
+    if (async)   /* a failure reported later names an entry of the plan: keep it */
+        keep_plan(L, pidx, lua_gettop(L), p, &iso);
+    /* root and a pid namespace: hcp-init is our child, no intermediate;
+     * it reports the program's end on a pipe of its own (see spawn.h) */
+    l.status_fd = -1;
+    if ((iso.layers & ISO_PIDNS) && !iso.userns && iso.userns_fd < 0 && p->root && hcp_helper_fd() >= 0) {
+        int sp[2];
+        if (pipe2(sp, O_CLOEXEC) < 0) {
+            err = errno;
+            hcp_proc_release(p);
+            return hcp_push_oserror(L, err, "spawn: pipe");
+        }
+        p->status_fd = sp[0];
+        l.status_fd = p->tmp[T_STATUS] = sp[1];
+        (void)nonblock(p->status_fd);
+    }
     l.exe_fd = p->tmp[T_EXE];
     l.in_fd = p->tmp[T_IN];
     l.out_fd = p->tmp[T_OUT];
@@ -409,7 +482,7 @@ static int l_spawn(lua_State *L)
         l.data_fd[i] = p->tmp[T_DATA + i];
     p->t0 = hcp_now_ns();
     int arg;
-    pid_t pid = hcp_launch(&l, &err, &step, &arg);
+    pid_t pid = hcp_launch(&l, async ? &p->report_fd : NULL, &err, &step, &arg);
     if (pid > 0 && (iso.layers & ISO_EGRESS) && egress_adopt(p, &iso, pid) < 0) {
         err = errno;
         hcp_proc_release(p);
@@ -427,6 +500,10 @@ static int l_spawn(lua_State *L)
     }
     p->pid = pid;
     p->state = S_RUNNING;
+    /* made for this call: kept for the next (its first process is in it
+     * once it has exec'd; an async proc opens it when its report says so) */
+    if (p->netns_reuse && p->netns.net < 0 && p->report_fd < 0)
+        p->netns = hcp_netns_of(pid, !p->root);
     /* Without a pidfd (ENOSYS before 5.3, or EMFILE) exits are polled every
      * TICK_NS instead; nothing else changes. */
     p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -441,9 +518,29 @@ static int l_spawn(lua_State *L)
     return 1;
 }
 
+/* core.spawn_helper() -> the path of the spawn helper isolated children
+ * start through, or nil when they fork the runtime instead (no helper
+ * found, HCP_SPAWN_HELPER=none, or one refused: not a regular executable
+ * file owned by root or us, or writable by others). */
+static int l_spawn_helper(lua_State *L)
+{
+    char proc[40], path[PATH_MAX];
+    int fd = hcp_helper_fd();
+    if (fd < 0)
+        return luaL_pushfail(L), 1;
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(proc, path, sizeof path - 1);
+    if (n <= 0)
+        return lua_pushliteral(L, "?"), 1;   /* in use, its name unknown (no /proc) */
+    lua_pushlstring(L, path, (size_t)n);
+    return 1;
+}
+
 void hcp_register_spawn(lua_State *L)
 {
     hcp_register_proc(L);
     lua_pushcfunction(L, l_spawn);
     lua_setfield(L, -2, "spawn");
+    lua_pushcfunction(L, l_spawn_helper);
+    lua_setfield(L, -2, "spawn_helper");
 }

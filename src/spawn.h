@@ -9,6 +9,7 @@
 #include "isolation.h"
 #include "pollable.h"
 
+#include <poll.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -32,14 +33,66 @@ struct hcp_launch {
     const char *cwd;
     char **argv, **envp;        /* NULL-terminated, built before fork */
     const struct hcp_isolation *iso;   /* the layers asked for, prepared */
+    /* for the helper only (spawn_launch.c fills them in its copy) */
+    int report_fd;              /* the close-on-exec report pipe */
+    pid_t parent;               /* the runtime's pid */
+    /* >= 0: with pidns, start the child as pid 1 of its namespace, hcp-init
+     * itself (root, through the helper), which reports the program's end
+     * (a wait status, 4 bytes) here; -1: the intermediate relays it */
+    int status_fd;
 };
 
-/* Forks and execs. Returns the child's pid, or -1 with *err set, *step
- * naming the failed step ("fork", "setsid", ..., "isolation: landlock",
- * "execveat") and *arg the entry of a rootfs or stage step that failed (an
- * index into its plan, an RF_AT_* code, or -1); a child that failed has
- * been reaped. */
-pid_t hcp_launch(const struct hcp_launch *l, int *err, const char **step, int *arg);
+/* Starts the child (spawn_launch.c): without isolation layers a
+ * clone(CLONE_VM|CLONE_VFORK) child runs hcp_child and execs; with layers,
+ * such a child execs the spawn helper (build/libexec/hcp-spawn), which reads
+ * the plan from a memfd and runs hcp_child in a process of its own, so no
+ * fork ever copies the runtime's memory; without the helper, fork() and
+ * hcp_child. Returns the child's pid, or -1 with *err set, *step naming the
+ * failed step ("fork", "setsid", ..., "isolation: landlock", "execveat") and
+ * *arg the entry of a rootfs or stage step that failed (an index into its
+ * plan, an RF_AT_* code, or -1); a child that failed has been reaped. */
+pid_t hcp_launch(const struct hcp_launch *l, int *report, int *err, const char **step, int *arg);
+/* With `report` not NULL, it returns as soon as the child is started, with
+ * *report the (non-blocking) read end of the report pipe: EOF on it is the
+ * exec, a struct hcp_child_err a failure (the child then exits 127). */
+
+/* ---- the child (spawn_child.c): between fork and exec, no allocation ---- */
+
+/* Steps a child reports, in the order it takes them. */
+enum { ST_SIGNALS, ST_SETSID, ST_PDEATHSIG, ST_CGROUP, ST_STAGE, ST_USERNS,
+       ST_NETNS, ST_IPCNS, ST_PIDNS, ST_ROOTFS, ST_DUP2, ST_CHDIR, ST_CLOSEFDS,
+       ST_RLIMITS, ST_RUN_AS, ST_CAPS, ST_NNP, ST_LANDLOCK, ST_SECCOMP, ST_EXEC,
+       ST_HELPER, ST_PIDS_MAX, ST_EGRESS, ST_NSTEPS };
+
+/* What a failing child writes to the report pipe (12 bytes: atomic). `arg`:
+ * which entry of the step failed (rootfs, stage), or -1. */
+struct hcp_child_err { int step; int err; int arg; };
+
+/* The step's name for messages, or NULL; whether its `arg` names an entry. */
+const char *hcp_step_name(int step);
+int hcp_step_has_arg(int step);
+
+/* Reports {step, errno, arg} on pipefd and _exit(127)s. */
+_Noreturn void hcp_child_fail(int pipefd, int step, int arg);
+
+/* The whole child sequence, from the runtime's state to exec of l->path;
+ * failures are reported on pipefd (EOF on it means the exec happened).
+ * `parent`: the runtime's pid (PDEATHSIG is re-checked against it). */
+_Noreturn void hcp_child(const struct hcp_launch *l, int pipefd, pid_t parent);
+
+/* ---- the launch plan (plan.c): what crosses into the helper ------------- */
+
+/* Writes l (and its isolation, rootfs and stage plans, argv, envp) into
+ * fd as one blob the helper maps. 0, or -1 with errno. */
+int hcp_plan_write(int fd, const struct hcp_launch *l);
+/* In the helper: turns the blob (mapped private and writable) back into
+ * *l and *iso, pointers into the blob. 0, or -1 (EINVAL: not a plan). */
+int hcp_plan_read(char *blob, size_t len, struct hcp_launch *l, struct hcp_isolation *iso);
+
+/* The helper's descriptor (O_RDONLY|O_CLOEXEC, looked up once), or -1 when
+ * there is none: beside the C module, or ../libexec/ of it; the
+ * environment variable HCP_SPAWN_HELPER names another, or "none". */
+int hcp_helper_fd(void);
 
 /* ---- the proc handle ---------------------------------------------------- */
 
@@ -48,10 +101,10 @@ pid_t hcp_launch(const struct hcp_launch *l, int *err, const char **step, int *a
 #define NEVER INT64_MAX
 
 enum { S_CLOSED, S_RUNNING, S_DRAINING, S_DONE };
-enum { UV_STDIN = 1, UV_RESULT = 2, UV_POLLER = 3 };
+enum { UV_STDIN = 1, UV_RESULT = 2, UV_PLAN = 3 };
 /* fds only needed until fork: the binary, the child's stdio ends, and the
  * isolation layers prepared in the parent (Landlock ruleset, cgroup.procs) */
-enum { T_EXE, T_IN, T_OUT, T_ERR, T_LANDLOCK, T_CGROUP, T_EGRESS, T_EGRESS_P, T_DATA,
+enum { T_EXE, T_IN, T_OUT, T_ERR, T_LANDLOCK, T_CGROUP, T_STATUS, T_EGRESS, T_EGRESS_P, T_DATA,
        NTMP = T_DATA + HCP_DATA_FDS };
 
 /* One output stream of the child. `buf` is the capture (up to max_output,
@@ -89,6 +142,20 @@ typedef struct {
     int capture, streaming;    /* keep output in buf; queue it in pend */
     int got_output;            /* pend gained bytes since the last take */
     struct usage usage;
+    /* netns = "pool": the call's network namespace (taken from the pool or
+     * made for it), given back when the call ended on its own */
+    struct hcp_netns netns;
+    int netns_reuse, signalled, root;
+    int status_fd;             /* hcp-init's report of the program's end, or -1 */
+    /* async: the exec report, read as it comes; a failure's step (-1:
+     * none), errno and entry, and what names the entry (pinned by
+     * UV_PLAN) */
+    int report_fd, report_got;
+    struct hcp_child_err report;
+    int spawn_step, spawn_err, spawn_arg;
+    const struct hcp_rootfs_ent *rf_e;
+    int rf_n, stage_n;
+    const char *stage_path[HCP_STAGE_MAX];
 } proc_t;
 
 /* spawn_io.c */
@@ -97,16 +164,25 @@ void hcp_closefd(int *fd);
 /* The one cleanup path: kills and reaps a running child, closes every fd,
  * frees the buffers; idempotent. */
 void hcp_proc_release(proc_t *p);
-/* Drives n procs until `need` of them are done or `deadline` has passed
- * (after at least one poll pass), or — with `on_output` — after a pass in
- * which a streaming proc received output, or an extra (pollable.h) needs
- * its caller. The nex extras are polled with the procs. Returns 0 or
- * poll's errno. */
+
+/* Drives n procs (and the `nextra` extras) until `need` procs are done or
+ * `deadline` has passed (after at least one poll pass), or — with
+ * `on_output` — after a pass in which a streaming proc received output,
+ * or after a pass in which an extra asked for it. Returns 0 or poll's
+ * errno. */
 int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
-                   int on_output, const struct hcp_pollable *ex, int nex);
+                   int on_output, const struct hcp_pollable *extras, int nextra);
 /* Nanoseconds until the proc's next timer event (a timeout, the kill after
  * the grace, the end of draining, exit polling), or NEVER. */
 int64_t hcp_proc_next(const proc_t *p, int64_t now);
+
+/* A namespace descriptor as a Lua value (proc:nsfd), closed by its __gc;
+ * its fd, or -1 when idx is not one (or it was closed). spawn_proc.c */
+void hcp_push_nsfd(lua_State *L, int fd);
+int hcp_nsfd_get(lua_State *L, int idx);
+
+/* The message of an asynchronous spawn's failure ("spawn: <step>…"), pushed. */
+void hcp_push_spawn_error(lua_State *L, const proc_t *p);
 
 /* spawn_proc.c: the proc methods, core.wait_any and core.signame. */
 void hcp_register_proc(lua_State *L);

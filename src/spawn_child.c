@@ -30,24 +30,29 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-enum { ST_SIGNALS, ST_SETSID, ST_PDEATHSIG, ST_CGROUP, ST_STAGE, ST_USERNS,
-       ST_NETNS, ST_IPCNS, ST_PIDNS, ST_ROOTFS, ST_DUP2, ST_CHDIR, ST_CLOSEFDS,
-       ST_RLIMITS, ST_RUN_AS, ST_CAPS, ST_NNP, ST_LANDLOCK, ST_SECCOMP, ST_EGRESS, ST_EXEC };
-static const char *const step_names[] = {
+static const char *const step_names[ST_NSTEPS] = {
     "signals", "setsid", "prctl(PDEATHSIG)", "isolation: cgroup",
     "isolation: stage", "isolation: userns", "isolation: netns",
     "isolation: ipcns", "isolation: pidns", "isolation: rootfs", "dup2",
     "chdir", "close fds", "isolation: rlimits", "isolation: run_as",
     "isolation: caps", "prctl(NO_NEW_PRIVS)", "isolation: landlock",
-    "isolation: seccomp", "isolation: egress", "execveat",
+    "isolation: seccomp", "execveat", "spawn helper", "isolation: pids_max",
+    "isolation: egress",
 };
 
-/* `arg`: which entry of the step failed (rootfs, stage), or -1 */
-struct child_err { int step; int err; int arg; };
-
-static _Noreturn void child_fail_at(int pipefd, int step, int arg)
+const char *hcp_step_name(int step)
 {
-    struct child_err ce = { step, errno, arg };
+    return step >= 0 && step < ST_NSTEPS ? step_names[step] : NULL;
+}
+
+int hcp_step_has_arg(int step)
+{
+    return step == ST_ROOTFS || step == ST_STAGE;
+}
+
+_Noreturn void hcp_child_fail(int pipefd, int step, int arg)
+{
+    struct hcp_child_err ce = { step, errno, arg };
     ssize_t r;
     do
         r = write(pipefd, &ce, sizeof ce);   /* 12 bytes: atomic on a pipe */
@@ -57,7 +62,7 @@ static _Noreturn void child_fail_at(int pipefd, int step, int arg)
 
 static _Noreturn void child_fail(int pipefd, int step)
 {
-    child_fail_at(pipefd, step, -1);
+    hcp_child_fail(pipefd, step, -1);
 }
 
 /* Keeps the descriptors we still need off 0..min-1 so dup2 cannot clobber
@@ -166,10 +171,38 @@ static _Noreturn void relay(pid_t init, int life, int status)
 
 /* hcp-init reaps whatever is reparented to it, and when the program ends
  * reports its status and exits, which ends the namespace. */
-static _Noreturn void reaper(pid_t prog, int status)
+/* hcp-init as the runtime's own child (init_direct): a signal the runtime
+ * sends (its timeout's TERM, a kill) ends the namespace, and the runtime
+ * reads which one from the status pipe. pid 1 can die only of SIGKILL from
+ * outside, so the others are handled: caught, reported, exit. */
+static int status_out = -1;
+
+static void report_signal(int sig)
+{
+    int st = sig & 0x7f;   /* a wait status: killed by sig */
+    (void)write(status_out, &st, sizeof st);
+    _exit(0);
+}
+
+static void catch_ending_signals(int status)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = report_signal;
+    sigfillset(&sa.sa_mask);
+    status_out = status;
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP && s != SIGCHLD && s != SIGCONT && s != SIGTSTP &&
+            s != SIGTTIN && s != SIGTTOU && s != SIGURG && s != SIGWINCH)
+            (void)sigaction(s, &sa, NULL);   /* 32, 33 and such: EINVAL under glibc, nothing lost */
+}
+
+static _Noreturn void reaper(pid_t prog, int status, int direct)
 {
     int st;
     close_all_but(status, status);
+    if (direct)
+        catch_ending_signals(status);
     for (;;) {
         pid_t r = wait_for(-1, &st);
         if (r < 0)
@@ -187,15 +220,41 @@ static void mounts(const struct hcp_isolation *iso, int pipefd)
 {
     int where;
     if (iso->layers & ISO_ROOTFS) {
-        if (hcp_rootfs_build(&iso->rootfs, &where) < 0)
-            child_fail_at(pipefd, ST_ROOTFS, where);
+        if ((iso->rootfs.base ? hcp_rootfs_build_on(&iso->rootfs, &where)
+                              : hcp_rootfs_build(&iso->rootfs, &where)) < 0)
+            hcp_child_fail(pipefd, ST_ROOTFS, where);
     } else if ((iso->layers & ISO_PIDNS) && hcp_iso_pidns_mounts() < 0) {
         child_fail(pipefd, ST_PIDNS);
     }
 }
 
-/* Returns in the program, pid 2, with its own /proc mounted and in a new
- * session of its own. */
+/* In hcp-init, pid 1: the namespace's pid_max, its mounts, then the
+ * program forked (pid 2); returns in the program, in a session of its own.
+ * `status`: where hcp-init reports the program's end; `direct`: hcp-init is
+ * the runtime's own child (init_direct), not the intermediate's. */
+static void init_and_fork(const struct hcp_isolation *iso, int pipefd, int status, int direct)
+{
+    (void)prctl(PR_SET_NAME, "hcp-init", 0, 0, 0);   /* what `ps` shows; cosmetic */
+    /* before anything else runs in the namespace */
+    if (iso->pid_max && hcp_iso_pid_max(iso->pid_max) < 0)
+        child_fail(pipefd, ST_PIDS_MAX);
+    mounts(iso, pipefd);
+    pid_t pid = fork();
+    if (pid < 0)
+        child_fail(pipefd, ST_PIDNS);
+    if (pid > 0)
+        reaper(pid, status, direct);
+    close(status);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+        child_fail(pipefd, ST_PIDNS);
+    if (getppid() != 1)   /* hcp-init is gone, and with it the namespace */
+        _exit(127);
+    if (setsid() < 0)
+        child_fail(pipefd, ST_SETSID);
+}
+
+/* Three processes: the intermediate (host side) forks hcp-init into the
+ * namespace unshare made for its children. Returns in the program. */
 static void pidns_fork(const struct hcp_isolation *iso, int pipefd)
 {
     int life[2], status[2];
@@ -220,25 +279,29 @@ static void pidns_fork(const struct hcp_isolation *iso, int pipefd)
     if (r > 0)
         _exit(127);
     close(life[0]);
-    (void)prctl(PR_SET_NAME, "hcp-init", 0, 0, 0);   /* what `ps` shows; cosmetic */
-    mounts(iso, pipefd);
-    pid = fork();
-    if (pid < 0)
-        child_fail(pipefd, ST_PIDNS);
-    if (pid > 0)
-        reaper(pid, status[1]);
-    close(status[1]);
+    init_and_fork(iso, pipefd, status[1], 0);
+}
+
+/* Two processes: the runtime cloned us as pid 1 of a new namespace
+ * (CLONE_NEWPID, root only: no user namespace to make first), so we are
+ * hcp-init ourselves and report the program's end on l->status_fd. The
+ * runtime died before PDEATHSIG was armed if the report pipe has no reader
+ * any more (getppid() is 0 from inside). Returns in the program. */
+static void init_direct(const struct hcp_launch *l, int pipefd)
+{
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
         child_fail(pipefd, ST_PIDNS);
-    if (getppid() != 1)   /* hcp-init is gone, and with it the namespace */
+    struct pollfd pf = { .fd = pipefd, .events = POLLOUT, .revents = 0 };
+    if (poll(&pf, 1, 0) < 0)
+        child_fail(pipefd, ST_PIDNS);
+    if (pf.revents & (POLLERR | POLLHUP))
         _exit(127);
-    if (setsid() < 0)
-        child_fail(pipefd, ST_SETSID);
+    init_and_fork(l->iso, pipefd, l->status_fd, 1);
 }
 
 /* ---- the child ---------------------------------------------------------- */
 
-static _Noreturn void child(const struct hcp_launch *l, int pipefd, pid_t parent)
+_Noreturn void hcp_child(const struct hcp_launch *l, int pipefd, pid_t parent)
 {
     struct sigaction sa;
     sigset_t none;
@@ -262,13 +325,19 @@ static _Noreturn void child(const struct hcp_launch *l, int pipefd, pid_t parent
     if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
         child_fail(pipefd, ST_SIGNALS);
 
-    /* A new session: no controlling tty (TIOCSTI), and a process group whose
-     * id is our pid, so the parent can signal everything we start. */
-    if (setsid() < 0)
+    /* A process group whose id is our pid, so the parent can signal
+     * everything we start, and for the program a session of its own: no
+     * controlling tty (TIOCSTI). With a pid namespace the program gets its
+     * session there (pidns_fork); the intermediate, which runs only our own
+     * code, needs only the group — a new session also makes the scheduler a
+     * new autogroup, which took up to milliseconds on a loaded machine. */
+    if ((want & ISO_PIDNS) ? setpgid(0, 0) < 0 : setsid() < 0)
         child_fail(pipefd, ST_SETSID);
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
         child_fail(pipefd, ST_PDEATHSIG);
-    if (getppid() != parent)   /* the parent died before PDEATHSIG was set */
+    /* the parent died before PDEATHSIG was set (a direct hcp-init, pid 1,
+     * sees no parent: init_direct checks its own way) */
+    if (getpid() != 1 && getppid() != parent)
         _exit(127);
 
     /* Privileged steps first: joining a cgroup, namespaces, mounts. */
@@ -276,22 +345,31 @@ static _Noreturn void child(const struct hcp_launch *l, int pipefd, pid_t parent
         child_fail(pipefd, ST_CGROUP);
     int where;
     if ((want & ISO_STAGE) && hcp_stage_build(&iso->stage, &where) < 0)
-        child_fail_at(pipefd, ST_STAGE, where);
-    if (iso->userns && hcp_iso_userns(iso) < 0)
+        hcp_child_fail(pipefd, ST_STAGE, where);
+    if ((iso->userns || iso->userns_fd >= 0) && hcp_iso_userns(iso) < 0)
         child_fail(pipefd, ST_USERNS);
-    if ((want & ISO_NETNS) && hcp_iso_netns() < 0)
+    if ((want & ISO_NETNS) && hcp_iso_netns(iso) < 0)
         child_fail(pipefd, ST_NETNS);
     /* issue 14: the proxy's listeners, made in this namespace, to the runtime */
     if ((want & ISO_EGRESS) && hcp_egress_listen(iso->egress_fd) < 0)
         child_fail(pipefd, ST_EGRESS);
     if ((want & ISO_IPCNS) && hcp_iso_ipcns() < 0)
         child_fail(pipefd, ST_IPCNS);
-    if (want & ISO_PIDNS) {
-        if (hcp_iso_pidns_unshare() < 0)
+    /* On a base view the mount namespace is a copy of the base's, made
+     * from the host's (setns, then unshare): a copy of the host's made here
+     * first would be thrown away at the setns, and freeing a namespace waits
+     * for an RCU grace period (milliseconds on an idle machine). */
+    int on_base = (want & ISO_ROOTFS) && iso->rootfs.base;
+    if ((want & ISO_PIDNS) && getpid() == 1) {
+        if (!on_base && unshare(CLONE_NEWNS) < 0)
+            child_fail(pipefd, ST_PIDNS);
+        init_direct(l, pipefd);    /* from here on: the program, pid 2 */
+    } else if (want & ISO_PIDNS) {
+        if (hcp_iso_pidns_unshare(!on_base) < 0)
             child_fail(pipefd, ST_PIDNS);
         pidns_fork(iso, pipefd);   /* from here on: the program, pid 2 */
     } else if (want & ISO_ROOTFS) {
-        if (unshare(CLONE_NEWNS) < 0)
+        if (!on_base && unshare(CLONE_NEWNS) < 0)
             child_fail(pipefd, ST_ROOTFS);
         mounts(iso, pipefd);
     }
@@ -350,67 +428,3 @@ static _Noreturn void child(const struct hcp_launch *l, int pipefd, pid_t parent
     child_fail(pipefd, ST_EXEC);
 }
 
-/* ---- fork and report ---------------------------------------------------- */
-
-static void reap(pid_t pid)
-{
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-        ;
-}
-
-pid_t hcp_launch(const struct hcp_launch *l, int *err, const char **step, int *arg)
-{
-    int p[2];
-    sigset_t all, old;
-    struct child_err ce;
-    size_t got = 0;
-
-    *step = "pipe";
-    *arg = -1;
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return *err = errno, -1;
-    /* All signals blocked across fork: no handler of the runtime may run in
-     * the child before it has reset the dispositions. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0)
-        child(l, p[1], parent);
-    int fork_err = errno;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    close(p[1]);
-    if (pid < 0) {
-        close(p[0]);
-        *step = "fork";
-        return *err = fork_err, -1;
-    }
-    int read_err = 0;
-    while (got < sizeof ce) {
-        ssize_t n = read(p[0], (char *)&ce + got, sizeof ce - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            read_err = errno;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    close(p[0]);
-    if (got == 0 && !read_err)
-        return pid;
-    if (read_err || got < sizeof ce || ce.step < 0 || ce.step > ST_EXEC) {
-        /* Cannot happen on a pipe; but without the report we cannot know
-         * the child's state, so it must not run. */
-        (void)kill(pid, SIGKILL);
-        reap(pid);
-        *step = "read";
-        *err = read_err ? read_err : EIO;
-        return -1;
-    }
-    reap(pid);
-    *step = step_names[ce.step];
-    *err = ce.err;
-    *arg = ce.step == ST_ROOTFS || ce.step == ST_STAGE ? ce.arg : -1;
-    return -1;
-}

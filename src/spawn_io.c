@@ -20,7 +20,7 @@
 #define DRAIN_NS (250 * MS)     /* pipe draining after the child was reaped */
 #define TICK_NS (10 * MS)       /* exit polling when there is no pidfd */
 
-enum { SLOT_OUT, SLOT_ERR, SLOT_IN, SLOT_PID };
+enum { SLOT_OUT, SLOT_ERR, SLOT_IN, SLOT_PID, SLOT_REPORT, NSLOTS };
 
 int64_t hcp_now_ns(void)
 {
@@ -46,6 +46,10 @@ void hcp_proc_release(proc_t *p)
     }
     hcp_closefd(&p->pidfd);
     hcp_closefd(&p->in_fd);
+    hcp_closefd(&p->netns.net);
+    hcp_closefd(&p->netns.user);
+    hcp_closefd(&p->status_fd);
+    hcp_closefd(&p->report_fd);
     for (int i = 0; i < NTMP; i++)
         hcp_closefd(&p->tmp[i]);
     for (int i = 0; i < 2; i++) {
@@ -99,6 +103,57 @@ static void keep_rusage(proc_t *p, const struct rusage *ru)
 
 /* ---- the I/O engine ----------------------------------------------------- */
 
+/* netns = "pool": the call's namespace goes back only when the call ended
+ * on its own (netns_pool.c says why that leaves nothing of it there). */
+static void give_back_netns(proc_t *p)
+{
+    if (p->netns.net < 0)
+        return;
+    if (p->netns_reuse && p->status != -1 && WIFEXITED(p->status) && !p->term_sent && !p->kill_sent &&
+        !p->signalled) {
+        hcp_netns_give(p->netns, p->root);
+        p->netns.net = p->netns.user = -1;
+    }
+    hcp_closefd(&p->netns.net);
+    hcp_closefd(&p->netns.user);
+}
+
+/* async: the exec report as it comes. EOF: the program was exec'd; a
+ * record: the step that failed (the child exits 127 then). Anything else
+ * (a part of a record, a read error): its state is unknown, so it is
+ * killed, and the spawn fails as "read". */
+static void read_report(proc_t *p)
+{
+    for (;;) {
+        ssize_t n = read(p->report_fd, (char *)&p->report + p->report_got,
+                         sizeof p->report - (size_t)p->report_got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        if (n > 0) {
+            p->report_got += (int)n;
+            if ((size_t)p->report_got < sizeof p->report)
+                continue;
+        }
+        if (n > 0 && hcp_step_name(p->report.step)) {
+            p->spawn_step = p->report.step;
+            p->spawn_err = p->report.err;
+            p->spawn_arg = hcp_step_has_arg(p->report.step) ? p->report.arg : -1;
+        } else if (n != 0 || p->report_got > 0) {
+            p->spawn_step = -2;   /* hcp_push_spawn_error: "read" */
+            p->spawn_err = n < 0 ? errno : EIO;
+            if (p->state == S_RUNNING)
+                (void)killpg(p->pid, SIGKILL);
+        } else if (p->netns_reuse && p->netns.net < 0 && p->state == S_RUNNING) {
+            /* exec'd: its namespaces are made, and can be kept for the next */
+            p->netns = hcp_netns_of(p->pid, !p->root);
+        }
+        hcp_closefd(&p->report_fd);
+        return;
+    }
+}
+
 /* The direct child has exited, seen without reaping it: what is left of its
  * group is killed while the zombie still pins the group id, then it is reaped
  * and the pipes get DRAIN_NS more to deliver what was written. */
@@ -118,6 +173,8 @@ static void proc_check_exit(proc_t *p)
         int st;
         pid_t r;
         struct rusage ru;
+        if (p->report_fd >= 0)   /* a failure was written before the exit */
+            read_report(p);
         read_io(p);
         (void)killpg(p->pid, SIGKILL);   /* ESRCH: nothing left in the group */
         while ((r = wait4(p->pid, &st, 0, &ru)) < 0 && errno == EINTR)
@@ -125,6 +182,13 @@ static void proc_check_exit(proc_t *p)
         p->status = r < 0 ? -1 : st;
         if (r > 0)
             keep_rusage(p, &ru);
+        /* hcp-init as our child reports how the program ended (it cannot
+         * die of the program's signal itself) */
+        int prog;
+        if (r > 0 && p->status_fd >= 0 && read(p->status_fd, &prog, sizeof prog) == (ssize_t)sizeof prog)
+            p->status = prog;
+        hcp_closefd(&p->status_fd);
+        give_back_netns(p);
     }
     p->t_end = hcp_now_ns();
     p->state = S_DRAINING;
@@ -133,6 +197,10 @@ static void proc_check_exit(proc_t *p)
     hcp_closefd(&p->pidfd);
 }
 
+/* One buffer per stream, doubled as it fills: past glibc's mmap threshold
+ * realloc moves pages (mremap), it copies nothing. (Offering it huge pages,
+ * MADV_HUGEPAGE, made a 256 MiB capture 2x slower here: the faults then
+ * compact memory.) */
 static int grow(struct stream *s, size_t max)
 {
     if (s->cap > s->len)
@@ -311,23 +379,36 @@ static int *slot_fd(proc_t *p, int slot)
     case SLOT_OUT: return &p->out[0].fd;
     case SLOT_ERR: return &p->out[1].fd;
     case SLOT_IN:  return &p->in_fd;
-    default:       return &p->pidfd;
+    case SLOT_PID: return &p->pidfd;
+    default:       return &p->report_fd;
     }
 }
 
 struct ref { proc_t *p; int slot; };
 
-int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
-                   int on_output, const struct hcp_pollable *ex, int nex)
+/* The extras' descriptors after the procs' in pfd (from index nf); their
+ * count per extra in counts. Returns the new nf. */
+static int fill_extras(const struct hcp_pollable *x, int nx, struct pollfd *pfd, int nf, int *counts)
 {
-    size_t slots = 4 * (size_t)n + HCP_POLLABLE_MAX_FDS * (size_t)nex + 1;
-    struct pollfd *pfd = lua_newuserdatauv(L, sizeof *pfd * slots, 0);
-    struct ref *refs = lua_newuserdatauv(L, sizeof *refs * slots, 0);
-    int *xn = lua_newuserdatauv(L, sizeof *xn * ((size_t)nex + 1), 0);   /* pollfds per extra */
-    int polled = 0, err = 0;
+    for (int i = 0; i < nx; i++) {
+        int c = x[i].ops->fill ? x[i].ops->fill(x[i].self, pfd + nf, HCP_POLLABLE_FDS) : 0;
+        counts[i] = c < 0 ? 0 : c > HCP_POLLABLE_FDS ? HCP_POLLABLE_FDS : c;
+        nf += counts[i];
+    }
+    return nf;
+}
+
+int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
+                   int on_output, const struct hcp_pollable *extras, int nextra)
+{
+    size_t cap = NSLOTS * (size_t)n + (size_t)nextra * HCP_POLLABLE_FDS + 1;
+    struct pollfd *pfd = lua_newuserdatauv(L, sizeof *pfd * cap, 0);
+    struct ref *refs = lua_newuserdatauv(L, sizeof *refs * NSLOTS * ((size_t)n + 1), 0);
+    int counts[HCP_POLLABLE_MAX];
+    int polled = 0, err = 0, wake = 0;
     for (;;) {
         int64_t now = hcp_now_ns(), next = deadline;
-        int done = 0, nf = 0, wanted = 0;
+        int done = 0, nf = 0;
         for (int i = 0; i < n; i++) {
             proc_step(ps[i], now);
             if (ps[i]->state == S_DONE || ps[i]->state == S_CLOSED)
@@ -335,14 +416,12 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
             else if (hcp_proc_next(ps[i], now) < next)
                 next = hcp_proc_next(ps[i], now);
         }
-        /* issue 14: an extra that needs its caller ends the drive after a pass */
-        for (int i = 0; i < nex; i++) {
-            int64_t t = ex[i].next(ex[i].self, now);
-            wanted |= t <= now;
+        for (int i = 0; i < nextra; i++) {
+            int64_t t = extras[i].ops->next ? extras[i].ops->next(extras[i].self, now) : NEVER;
             if (t < next)
                 next = t;
         }
-        if (done >= need || (polled && (now >= deadline || wanted)))
+        if (done >= need || (polled && now >= deadline) || wake)
             break;
         if (on_output && polled) {
             int any = 0;
@@ -352,7 +431,7 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
                 break;
         }
         for (int i = 0; i < n; i++)
-            for (int s = SLOT_OUT; s <= SLOT_PID; s++) {
+            for (int s = SLOT_OUT; s < NSLOTS; s++) {
                 int fd = *slot_fd(ps[i], s);
                 if (fd < 0)
                     continue;
@@ -362,11 +441,8 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
                 refs[nf].p = ps[i];
                 refs[nf++].slot = s;
             }
-        int np = nf;   /* the procs' pollfds first, then each extra's */
-        for (int i = 0; i < nex; i++) {
-            xn[i] = ex[i].fill(ex[i].self, pfd + nf, HCP_POLLABLE_MAX_FDS);
-            nf += xn[i];
-        }
+        int nprocs = nf;
+        nf = fill_extras(extras, nextra, pfd, nf, counts);
         int64_t wait_ms = next == NEVER ? -1 : next <= now ? 0 : (next - now + MS - 1) / MS;
         int r = poll(pfd, (nfds_t)nf, wait_ms > INT_MAX ? INT_MAX : (int)wait_ms);
         /* A signal with a handler (Ctrl-C in the REPL) returns to Lua, whose
@@ -376,9 +452,7 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
             break;
         }
         polled = 1;
-        for (int i = 0, at = np; i < nex; at += xn[i++])
-            ex[i].ready(ex[i].self, pfd + at, xn[i]);
-        for (int k = 0; k < np && r > 0; k++) {
+        for (int k = 0; k < nprocs && r > 0; k++) {
             proc_t *p = refs[k].p;
             /* skip an fd a previous event of this pass closed */
             if (!pfd[k].revents || *slot_fd(p, refs[k].slot) != pfd[k].fd)
@@ -386,12 +460,17 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
             r--;
             if (refs[k].slot == SLOT_IN)
                 write_stdin(p);
+            else if (refs[k].slot == SLOT_REPORT)
+                read_report(p);
             else if (refs[k].slot == SLOT_PID)
                 proc_check_exit(p);
             else
                 read_stream(p, &p->out[refs[k].slot]);
         }
+        for (int i = 0, at = nprocs; i < nextra; at += counts[i++])
+            if (extras[i].ops->ready && extras[i].ops->ready(extras[i].self, pfd + at, counts[i]))
+                wake = 1;
     }
-    lua_pop(L, 3);   /* the scratch arrays */
+    lua_pop(L, 2);   /* the scratch arrays */
     return err;
 }

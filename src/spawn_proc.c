@@ -1,9 +1,10 @@
 /* spawn_proc.c — the proc handle that core.spawn returns (pid, wait, kill,
  * done, __gc/__close), its result table, core.wait_any and core.signame. */
 #include "spawn.h"
-#include "egress.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,11 @@ static void push_result(lua_State *L, int idx, proc_t *p)
     push_usage(L, &p->usage);
     lua_setfield(L, -2, "usage");
     setfield_bool(L, "captured", p->capture);
+    if (p->spawn_step != -1) {   /* async: the child failed before exec */
+        hcp_push_spawn_error(L, p);
+        lua_setfield(L, -2, "spawn_error");
+        setfield_int(L, "errno", p->spawn_err);
+    }
     lua_pushvalue(L, -1);
     lua_setiuservalue(L, idx, UV_RESULT);
     for (int i = 0; i < 2; i++) {
@@ -195,6 +201,7 @@ static int p_kill(lua_State *L)
         lua_pushinteger(L, ESRCH);
         return 3;
     }
+    p->signalled = 1;   /* whatever it does, its network namespace is not reused */
     if (killpg(p->pid, sig) < 0)
         return hcp_push_oserror(L, errno, "spawn: kill");
     lua_pushboolean(L, 1);
@@ -241,13 +248,35 @@ static int p_next_ms(lua_State *L)
 static int p_fds(lua_State *L)
 {
     proc_t *p = checkproc(L, 1);
-    int fds[4] = { p->out[0].fd, p->out[1].fd, p->in_fd, p->pidfd }, k = 0;
-    lua_createtable(L, 4, 0);
-    for (int i = 0; i < 4; i++)
+    int fds[5] = { p->out[0].fd, p->out[1].fd, p->in_fd, p->pidfd, p->report_fd }, k = 0;
+    lua_createtable(L, 5, 0);
+    for (int i = 0; i < 5; i++)
         if (fds[i] >= 0) {
             lua_pushinteger(L, fds[i]);
             lua_rawseti(L, -2, ++k);
         }
+    return 1;
+}
+
+/* proc:nsfd(kind) -> a namespace of the running child (kind: "net",
+ * "user", "ipc", "mnt", "pid", "uts"), held open: for a later spawn's
+ * isolation.netns / userns = nsfd (the child is ours and unreaped, so the
+ * pid names it). With pidns, the intermediate's: its network, user and IPC
+ * namespaces are the program's. */
+static int p_nsfd(lua_State *L)
+{
+    static const char *const kinds[] = { "net", "user", "ipc", "mnt", "pid", "uts", NULL };
+    proc_t *p = checkproc(L, 1);
+    const char *kind = kinds[luaL_checkoption(L, 2, NULL, kinds)];
+    if (p->state != S_RUNNING)
+        return luaL_pushfail(L), lua_pushliteral(L, "spawn: nsfd: the process has ended"),
+               lua_pushinteger(L, ESRCH), 3;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/ns/%s", (long)p->pid, kind);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return hcp_push_oserror(L, errno, "spawn: nsfd: %s", path);
+    hcp_push_nsfd(L, fd);
     return 1;
 }
 
@@ -257,40 +286,34 @@ static int p_gc(lua_State *L)
     return 0;
 }
 
-/* issue 14: core.drive's third argument, the extras polled with the procs
- * (for now the calls' egress proxies, core.egress()), kept alive in `keep`. */
-static struct hcp_pollable *drive_extras(lua_State *L, int keep, int *nex)
+/* extras at idx: an array of pollables (hcp_pollable_at), into x. */
+static int collect_extras(lua_State *L, int idx, struct hcp_pollable *x)
 {
-    *nex = 0;
-    if (lua_isnoneornil(L, 3))
-        return NULL;
-    luaL_checktype(L, 3, LUA_TTABLE);
-    lua_Unsigned len = lua_rawlen(L, 3);
-    luaL_argcheck(L, len <= 4096, 3, "too many extras");
-    struct hcp_pollable *ex = lua_newuserdatauv(L, sizeof *ex * (len ? (size_t)len : 1), 0);
-    lua_rawseti(L, keep, -1);
+    if (lua_isnoneornil(L, idx))
+        return 0;
+    luaL_checktype(L, idx, LUA_TTABLE);
+    lua_Unsigned len = lua_rawlen(L, idx);
+    luaL_argcheck(L, len <= HCP_POLLABLE_MAX, idx, "too many extras");
     for (lua_Unsigned i = 1; i <= len; i++) {
-        lua_rawgeti(L, 3, (lua_Integer)i);
-        struct hcp_egress *e = hcp_egress_test(L, -1);
-        if (!e)
-            luaL_error(L, "drive: extras[%d] is not an open egress proxy", (int)i);
-        hcp_egress_pollable(e, &ex[i - 1]);
-        lua_rawseti(L, keep, -(lua_Integer)i - 1);
+        lua_rawgeti(L, idx, (lua_Integer)i);
+        x[i - 1] = hcp_pollable_at(L, -1);
+        if (!x[i - 1].ops)
+            luaL_error(L, "drive: extras[%d] is not a pollable", (int)i);
+        lua_pop(L, 1);   /* pinned by the caller's array, kept below */
     }
-    *nex = (int)len;
-    return ex;
+    return (int)len;
 }
 
 /* core.wait_any(procs, timeout_ms) -> array of the finished procs;
- * core.drive(procs, timeout_ms[, extras]) the same, but it also returns
+ * core.drive(procs, timeout_ms [, extras]) the same, but it also returns
  * (after one pass) when a streaming proc received output, for proc:take(),
- * or when an extra needs its caller (an egress proxy with a request to
- * decide). */
+ * or when an extra (a pollable) asked for it. */
 static int drive_procs(lua_State *L, int on_output)
 {
-    lua_settop(L, 3);   /* issue 14: extras at 3 (nil when not given) */
+    struct hcp_pollable extras[HCP_POLLABLE_MAX];
     luaL_checktype(L, 1, LUA_TTABLE);
     int64_t deadline = opt_deadline(L, 2);
+    int nextra = on_output ? collect_extras(L, 3, extras) : 0;   /* pinned by arg 3 */
     lua_Unsigned len = lua_rawlen(L, 1);
     luaL_argcheck(L, len <= 65536, 1, "too many procs");
     int n = (int)len;
@@ -306,10 +329,8 @@ static int drive_procs(lua_State *L, int on_output)
             return luaL_error(L, "wait_any: procs[%d] is closed", i + 1);
         lua_rawseti(L, keep, i + 1);
     }
-    int nex = 0;
-    struct hcp_pollable *ex = on_output ? drive_extras(L, keep, &nex) : NULL;
-    if (n > 0) {
-        int err = hcp_proc_drive(L, ps, n, 1, deadline, on_output, ex, nex);
+    if (n > 0 || nextra > 0) {
+        int err = hcp_proc_drive(L, ps, n, 1, deadline, on_output, extras, nextra);
         if (err && err != EINTR)   /* interrupted: report what has finished */
             return hcp_push_oserror(L, err, "spawn: poll");
     }
@@ -347,15 +368,57 @@ static int l_signame(lua_State *L)
     return 1;
 }
 
+/* ---- namespace descriptors ----------------------------------------------- */
+
+#define NSFD_MT "hcp.nsfd"
+
+void hcp_push_nsfd(lua_State *L, int fd)
+{
+    int *u = lua_newuserdatauv(L, sizeof *u, 0);
+    *u = fd;
+    luaL_setmetatable(L, NSFD_MT);
+}
+
+int hcp_nsfd_get(lua_State *L, int idx)
+{
+    int *u = luaL_testudata(L, idx, NSFD_MT);
+    if (!u || *u < 0)
+        return -1;
+    return *u;
+}
+
+/* nsfd:fd() -> the descriptor (nil once closed) */
+static int ns_fd(lua_State *L)
+{
+    int *u = luaL_checkudata(L, 1, NSFD_MT);
+    if (*u < 0)
+        return luaL_pushfail(L), 1;
+    lua_pushinteger(L, *u);
+    return 1;
+}
+
+static int ns_gc(lua_State *L)
+{
+    hcp_closefd(luaL_checkudata(L, 1, NSFD_MT));
+    return 0;
+}
+
 void hcp_register_proc(lua_State *L)
 {
+    static const luaL_Reg ns_meta[] = { { "__gc", ns_gc }, { "__close", ns_gc }, { NULL, NULL } };
+    static const luaL_Reg ns_methods[] = { { "fd", ns_fd }, { "close", ns_gc }, { NULL, NULL } };
+    luaL_newmetatable(L, NSFD_MT);
+    luaL_setfuncs(L, ns_meta, 0);
+    luaL_newlib(L, ns_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
     static const luaL_Reg meta[] = {
         { "__gc", p_gc }, { "__close", p_gc }, { NULL, NULL },
     };
     static const luaL_Reg methods[] = {
         { "pid", p_pid }, { "wait", p_wait }, { "kill", p_kill },
         { "done", p_done }, { "take", p_take }, { "next_ms", p_next_ms },
-        { "fds", p_fds }, { NULL, NULL },
+        { "fds", p_fds }, { "nsfd", p_nsfd }, { NULL, NULL },
     };
     static const luaL_Reg funcs[] = {
         { "wait_any", l_wait_any }, { "drive", l_drive }, { "signame", l_signame },

@@ -431,6 +431,9 @@ function Call:spawn()
     stdin = self.req.stdin, timeout_ms = self.timeout_ms, max_output = self.env.max_output,
     tee_stdout = o.tee_stdout, tee_stderr = o.tee_stderr, isolation = self.iso_spec,
     capture = o.capture ~= false, stream = (o.on_stdout or o.on_stderr) and true or false,
+    -- the runtime goes on while the child starts; a step that fails before
+    -- the exec comes back in the result (spawn_error), see Call:finish
+    async = true,
   })
   -- ENOENT: not found, like a shell
   if not proc then return nil, errno == 2 and 127 or 126, tostring(err) end
@@ -472,6 +475,9 @@ end
 ---@return hcp.Result
 function Call:finish(r)
   if self.state ~= "running" then return self.result end
+  -- the child failed before exec (an async spawn): refused, as a spawn
+  -- that failed at once would have been (ENOENT: not found, like a shell)
+  if r.spawn_error then return self:refuse(r.errno == 2 and 127 or 126, r.spawn_error).result end
   local drv = self.env.driver
   r = drv:result(self.ctx, r)
   local files, werr = drv:writeback(self.ctx, r)

@@ -23,7 +23,11 @@ local KNOWN = {}
 for _, l in ipairs(M.LAYERS) do KNOWN[l] = true end
 
 -- Documented defaults of wrap.limits (docs/security.md).
-M.DEFAULT_LIMITS = { cpu_s = 300, memory_mb = 8192, file_mb = 4096, nofile = 1024, procs = 256 }
+M.DEFAULT_LIMITS = { cpu_s = 300, memory_mb = 8192, file_mb = 4096, nofile = 1024, procs = 512 }
+
+-- The fewest processes a pid namespace's own pid_max can bound (Linux
+-- refuses a pid_max below 301); below it `procs` needs a pids cgroup.
+M.PIDS_MAX_MIN = 300
 
 -- Whom the child runs as when the runtime is root: nobody/nogroup, the
 -- overflow ids every Linux has and that own no file. The child shares the
@@ -207,7 +211,13 @@ local function limits_detail(probe)
   end
   local d = #parts > 0 and ("rlimits clamped to the runtime's own: " .. table.concat(parts, ", ")) or "rlimits"
   local cg = probe.cgroup
-  if cg and cg.available then
+  if probe.pidns and probe.pidns.pid_max then
+    d = d .. string.format(", procs as the pid_max of the call's pid namespace (procs >= %d; the call stays "
+      .. "in the runtime's cgroup)", M.PIDS_MAX_MIN)
+    if cg and cg.available then
+      return d .. string.format(", else a pids cgroup v%d under the runtime's own cgroup (%s/hcp)", cg.version, cg.path)
+    end
+  elseif cg and cg.available then
     return d .. string.format(", pids cgroup v%d under the runtime's own cgroup (%s/hcp)", cg.version, cg.path)
   end
   return d .. " only (no pids cgroup under the runtime's own cgroup: " .. tostring(cg and cg.reason)
@@ -346,10 +356,26 @@ local function call_cgroup(procs)
   return nil
 end
 
-local function add_limits(spec, applied, call)
+-- `procs` as the pid_max of the call's own pid namespace: exact, free, and
+-- the call stays in the runtime's cgroup, so a limit the operator put there
+-- still bounds it. Needs the pidns layer, a kernel with a per-namespace
+-- pid_max (6.14), and a bound it can express.
+local function pids_in_ns(layers, procs)
+  local p = M.probe().pidns
+  return layers.pidns and p and p.pid_max and procs >= M.PIDS_MAX_MIN
+end
+
+local function add_limits(spec, applied, layers, call)
   local l = M.clamped_limits(call.limits)
   spec.rlimits = { cpu_s = l.cpu_s, as_mb = l.memory_mb, fsize_mb = l.file_mb, nofile = l.nofile }
   applied[#applied + 1] = "limits"
+  if pids_in_ns(layers, l.procs) then
+    spec.pids_max = l.procs
+    applied[#applied + 1] = "pids_ns"
+    return nil
+  end
+  -- moving a process into a cgroup costs ~10 ms when the machine is idle
+  -- (an RCU grace period): only where the namespace cannot do it
   local dir, cleanup = call_cgroup(l.procs)
   if dir then
     spec.cgroup = dir
@@ -362,19 +388,33 @@ local function add_limits(spec, applied, call)
   return nil
 end
 
+-- The rules every call's Landlock ruleset has (the system paths, the
+-- devices), from descriptors the core keeps open (core.landlock_base),
+-- made once per process; false where the core cannot.
+local ll_base
+local function landlock_base()
+  if ll_base == nil then
+    ll_base = core.landlock_base and core.landlock_base({ read = M.SYSTEM_READ, write = M.DEVICES }) or false
+  end
+  return ll_base or nil
+end
+
 local function add_landlock(spec, applied, layers, call)
   local probe = M.probe().landlock or {}
   local ll = {}
   if layers.landlock then
     local read, write = {}, {}
-    for _, p in ipairs(M.SYSTEM_READ) do read[#read + 1] = p end
+    ll.base = landlock_base()
+    if not ll.base then
+      for _, p in ipairs(M.SYSTEM_READ) do read[#read + 1] = p end
+      for _, d in ipairs(M.DEVICES) do write[#write + 1] = d end
+    end
     if layers.pidns then read[#read + 1] = "/proc" end -- only the child's own processes are there
     if call.pack_root then read[#read + 1] = call.pack_root end
     read[#read + 1] = call.bin_path
     -- the pack root is read-only in every mode, also as the cwd of mode none
     if call.jail ~= call.pack_root then write[#write + 1] = call.jail end
     if call.scratch then write[#write + 1] = call.scratch end
-    for _, d in ipairs(M.DEVICES) do write[#write + 1] = d end
     ll.read, ll.write = read, write
     applied[#applied + 1] = "landlock"
     -- a call with a proxy connects to it; inside its own namespace there
@@ -423,6 +463,40 @@ local function hand_over(call, run_as)
   return true
 end
 
+-- The part of every call's view that is the same for all (the system
+-- paths, /dev): built once per process in a mount namespace of its own
+-- (core.view_base), which each call copies, then adds its own paths to.
+-- Root only (a call's paths are cloned in the host's mount namespace); where
+-- it cannot be made, every view is built from nothing, as before.
+-- Made at a process's second view, not its first: a process that makes one
+-- call (hcp run) would pay for the base and a copy of it, where one view
+-- built from nothing costs the same as the base alone.
+local base_cache, views = nil, 0
+local function view_base()
+  views = views + 1
+  if base_cache == nil and views >= 2 then
+    base_cache = core.geteuid() == 0 and core.view_base and core.view_base({ ro = M.SYSTEM_READ, tmp_mb = view.TMP_MB })
+      or false
+  end
+  return base_cache or nil
+end
+
+--- The rootfs option of core.spawn for a view: on the base view where there
+--- is one (only the call's own paths listed), else every path.
+---@param v hcp.View
+---@param bwrap boolean the bwrap driver (which builds its own)
+---@return table
+function M.rootfs_spec(v, bwrap)
+  local base = not bwrap and view_base()
+  if not base then return { ro = v.ro, rw = v.rw, tmp_mb = view.TMP_MB } end
+  local system, ro = {}, {}
+  for _, p in ipairs(M.SYSTEM_READ) do system[p] = true end
+  for _, p in ipairs(v.ro) do
+    if not system[p] then ro[#ro + 1] = p end
+  end
+  return { base = base, ro = ro, rw = v.rw, tmp_mb = view.TMP_MB }
+end
+
 ---@class hcp.IsoCall
 ---@field jail string
 ---@field scratch string?
@@ -447,7 +521,7 @@ function M.for_call(layers, call)
     bin_beneath = call.bin_beneath, jail = call.jail, scratch = call.scratch, sockets = call.sockets })
   local bwrap = call.driver == "bwrap"
   if layers.rootfs then
-    spec.rootfs = { ro = v.ro, rw = v.rw, tmp_mb = view.TMP_MB }
+    spec.rootfs = M.rootfs_spec(v, bwrap)
     applied[#applied + 1] = "rootfs"
   end
   add_landlock(spec, applied, layers, call)
@@ -456,7 +530,10 @@ function M.for_call(layers, call)
     applied[#applied + 1] = "seccomp"
   end
   if layers.netns and not call.network then
-    spec.netns = true
+    -- a network namespace lent by the core's pool (one call at a time, taken
+    -- back only from a call that ended on its own: src/netns_pool.c); not
+    -- when a granted socket could carry one of its sockets out to a service
+    spec.netns = (layers.pidns and #(call.sockets or {}) == 0) and "pool" or true
     applied[#applied + 1] = "netns"
   end
   for _, l in ipairs({ "ipcns", "pidns", "caps" }) do
@@ -472,9 +549,10 @@ function M.for_call(layers, call)
     applied[#applied + 1] = "run_as"
     if bwrap then spec.stage, v.source = view.staged(v, M.SYSTEM_READ) end
   end
+  -- after the netns line: a proxied call gets a fresh namespace, never the pool's
   local ok, err = add_egress(spec, applied, call)
   if not ok then return nil, err end
-  local cleanup = layers.limits and add_limits(spec, applied, call) or function() end
+  local cleanup = layers.limits and add_limits(spec, applied, layers, call) or function() end
   if spec.egress then
     local limits_undo = cleanup
     cleanup = function() spec.egress:close(); limits_undo() end

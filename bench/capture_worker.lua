@@ -1,0 +1,34 @@
+-- bench/capture_worker.lua — one capture of make bench's capture figure, in
+-- a process of its own (so its peak RSS is the call's): a call of the pack
+-- `head` writing BYTES zeros, captured (`capture`), or streamed to a
+-- callback that only counts them (`stream`: capture = false, on_stdout).
+-- Prints "<seconds> <bytes received> <peak RSS bytes (VmHWM)>".
+--
+--   hcp-lua bench/capture_worker.lua PACK_DIR BYTES capture|stream
+local hcp = require("hcp")
+local core = require("hcp.core")
+local lib = require("bench.lib")
+
+local pack_dir, bytes, mode = arg[1], tonumber(arg[2]), arg[3]
+local rt = assert(hcp.create({ pack_dirs = { pack_dir }, max_output = bytes + 1 }))
+local req = { pack = "head", args = { "-c", tostring(bytes), "/dev/zero" } }
+local t0, got, copy = core.monotonic_us(), 0, 0
+if mode == "capture" then
+  local res = rt:call(req)
+  assert(res.ok, res.error)
+  got = #res.stdout
+  -- what one more copy into a new Lua string costs (lua_pushlstring's, the
+  -- one the result itself needed): the floor of a captured result
+  local c0 = core.monotonic_us()
+  local again = res.stdout:sub(2)
+  copy = (core.monotonic_us() - c0) / 1e6
+  assert(#again == got - 1)
+  again, res = nil, nil -- luacheck: ignore
+else
+  local h = rt:start(req, { capture = false, on_stdout = function(c) got = got + #c end })
+  local res = h:wait()
+  assert(res.ok, res.error)
+end
+local secs = (core.monotonic_us() - t0) / 1e6 - copy
+io.write(string.format("%.6f %d %d %.6f\n", secs, got, lib.peak_rss(), copy))
+rt:close()

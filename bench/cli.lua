@@ -1,0 +1,77 @@
+-- bench/cli.lua — make bench, the commands: what `hcp run PACK` adds to the
+-- program's own run time (jq -n 1, run directly and through hcp run, both
+-- by the same C sampler, interleaved, at both cadences); and the calls/s
+-- `hcp call` sustains on a stream of requests against rt:exec in a loop
+-- from Lua (the same packs, the same isolation, 3 runs of N calls each).
+--
+-- usage: hcp-lua bench/cli.lua BUILD_DIR
+local lib = require("bench.lib")
+
+local build = assert(arg[1], "usage: cli.lua BUILD_DIR")
+local q = lib.q
+local HCP = build .. "/bin/hcp"
+
+local function which(name)
+  local p = io.popen("command -v " .. name .. " 2>/dev/null")
+  local out = p:read("l")
+  p:close()
+  return out
+end
+
+-- ---- hcp run --------------------------------------------------------------
+local function run_section()
+  local jq = which("jq")
+  if not jq then print("hcp run: no jq on this host, skipped") return end
+  local s = lib.sampler("run", string.format("%s/bench_sampler %s -n 1 -- %s run --pack-dir packs-examples jq -n 1",
+    q(build), jq, HCP))
+  local n = math.max(100, lib.N // 3)
+  print(string.format("hcp run jq -n 1 against jq -n 1 itself, %d each, interleaved", n))
+  for _, gap in ipairs(lib.CADENCES) do
+    local a, b = {}, {}
+    for i = 1, n do
+      for _, k in ipairs(i % 2 == 0 and { 0, 1 } or { 1, 0 }) do
+        if gap > 0 then lib.sleep_ms(gap) end
+        local us, st = s:sample(k)
+        if st ~= 0 then error("bench: hcp run failed (status " .. tostring(st) .. ")") end
+        local t = k == 0 and a or b
+        t[#t + 1] = us
+      end
+    end
+    local ma, pa = lib.stats(a)
+    local mb, pb = lib.stats(b)
+    print(string.format("  %-14s jq %6.1f ms (p90 %6.1f)   hcp run %6.1f ms (p90 %6.1f)   adds %5.1f ms   target <= 5 ms: %s",
+      gap == 0 and "back to back" or (gap .. " ms idle"), ma / 1e3, pa / 1e3, mb / 1e3, pb / 1e3, (mb - ma) / 1e3,
+      lib.verdict(mb - ma <= 5000)))
+  end
+  s:close()
+end
+
+-- ---- hcp call ---------------------------------------------------------------
+local function call_section()
+  local packs = lib.packs(6, "callpacks")
+  local n = lib.N
+  local file = lib.tmp() .. "/requests.jsonl"
+  local fh = assert(io.open(file, "w"))
+  for i = 1, n do fh:write(string.format('{"pack":"true","id":%d}\n', i)) end
+  fh:close()
+  local s = lib.sampler("call", string.format("%s/bench_sampler %s call --pack-dir %s %s", q(build), HCP, q(packs), q(file)))
+  local w = lib.sampler("loop", string.format("%s/bin/hcp-lua bench/worker.lua %s auto 0", q(build), q(packs)))
+  local a, b = {}, {}
+  for _ = 1, 3 do
+    local us, st = s:sample(0)
+    if st ~= 0 then error("bench: hcp call failed") end
+    a[#a + 1] = n / (us / 1e6)
+    us, st = w:sample("loop " .. n)
+    if st ~= 0 then error("bench: rt:exec loop failed") end
+    b[#b + 1] = n / (us / 1e6)
+  end
+  local ra, rb = lib.stats(a), lib.stats(b)
+  print(string.format("hcp call, %d requests on stdin: %6.0f calls/s   rt:exec loop from Lua: %6.0f calls/s   "
+    .. "ratio %4.2f   target >= 0.80: %s", n, ra, rb, ra / rb, lib.verdict(ra / rb >= 0.8)))
+  s:close()
+  w:close()
+end
+
+run_section()
+call_section()
+lib.cleanup()

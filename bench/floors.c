@@ -1,0 +1,243 @@
+/* floors.c — what each isolation technique costs by itself on this host,
+ * measured by a small C loop (make bench prints it beside the figures, so a
+ * target that is missed shows the floor that bounds it). Each case starts
+ * /bin/true through clone(CLONE_VM|CLONE_VFORK) — posix_spawn's way — with
+ * one technique applied in the child first, and waits; the cases run
+ * interleaved, N rounds, at the cadence given (ms of idle before each).
+ *
+ *   floors N GAP_MS [CGROUP_DIR]
+ *
+ * Prints one line per case: "<name>\t<median us>\t<p90 us>". */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/landlock.h>
+#include <linux/seccomp.h>
+
+static char *argv_true[] = { "true", NULL }, *envp[] = { NULL };
+static int netns_fd = -1, prebuilt_fd = -1;
+static volatile int ruleset_fd = -1;   /* read by the CLONE_VM child: no store may be elided */
+static const char *cgroup_dir;
+
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void load_filter(void)   /* a filter as long as the core's (36) */
+{
+    struct sock_filter f[36];
+    for (int i = 0; i < 35; i++)
+        f[i] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 10000 + i, 0, 0);
+    f[35] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    struct sock_fprog p = { 36, f };
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &p, 0, 0))
+        _exit(90);
+}
+
+static void drop_caps(void)
+{
+    struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof d);
+    for (int c = 0; c <= 40; c++)
+        prctl(PR_CAPBSET_DROP, c, 0, 0, 0);
+    if (syscall(SYS_capset, &h, d))
+        _exit(91);
+}
+
+/* The system paths a call's Landlock ruleset holds (isolation.SYSTEM_READ). */
+static const char *const ll_paths[] = {
+    "/usr", "/bin", "/sbin", "/lib", "/lib64", "/opt", "/etc/ld.so.cache", "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d", "/etc/localtime", "/etc/timezone", "/etc/nsswitch.conf", "/etc/passwd", "/etc/group",
+    "/etc/hosts", "/etc/host.conf", "/etc/resolv.conf", "/etc/gai.conf", "/etc/protocols", "/etc/services",
+    "/etc/ssl", "/etc/ca-certificates", "/etc/alternatives", "/etc/magic", "/etc/magic.mime",
+    "/etc/mime.types", "/etc/xml", "/etc/sgml", "/etc/terminfo", "/etc/inputrc", "/etc/locale.alias",
+    "/sys/devices/system/cpu", "/proc", "/tmp", "/dev/null", "/dev/zero", "/dev/full", "/dev/random",
+    "/dev/urandom", NULL,
+};
+
+static int build_ruleset(void)
+{
+    struct landlock_ruleset_attr a = { .handled_access_fs = (1ULL << 13) - 1 };
+    int fd = (int)syscall(SYS_landlock_create_ruleset, &a, sizeof a, 0);
+    for (int i = 0; fd >= 0 && ll_paths[i]; i++) {
+        int p = open(ll_paths[i], O_PATH | O_CLOEXEC);
+        if (p < 0)
+            continue;
+        struct stat st;
+        fstat(p, &st);
+        struct landlock_path_beneath_attr pb = { S_ISDIR(st.st_mode) ? (1ULL << 13) - 1 : 7, p };
+        syscall(SYS_landlock_add_rule, fd, LANDLOCK_RULE_PATH_BENEATH, &pb, 0);
+        close(p);
+    }
+    return fd;
+}
+
+enum { C_SPAWN, C_VFORK, C_SETSID, C_IPCNS, C_NETNS, C_SETNS, C_MNTNS, C_PIDNS, C_PIDMAX, C_SECCOMP,
+       C_CAPS, C_LANDLOCK, C_LANDLOCK_PRE, C_CGROUP, NCASES };
+static const char *const names[NCASES] = {
+    "posix_spawn+wait (reference)", "clone(VM|VFORK)+exec", "+ setsid (a session: an autogroup)",
+    "+ fresh IPC namespace", "+ fresh network namespace", "+ setns into an existing netns",
+    "+ fresh mount namespace (copy)", "+ fresh pid namespace (+fork, wait)", "+ pid_max in it",
+    "+ seccomp filter, 36 instructions", "+ capabilities dropped (41 prctl)",
+    "+ Landlock, 39 rules built and applied", "+ Landlock, a ruleset built once, applied",
+    "+ cgroup.procs write (join a cgroup)",
+};
+
+static volatile int current;
+
+static int child(void *arg)
+{
+    (void)arg;
+    char buf[24];
+    switch (current) {
+    case C_SETSID: if (setsid() < 0) _exit(80); break;
+    case C_IPCNS: if (unshare(CLONE_NEWIPC)) _exit(81); break;
+    case C_NETNS: if (unshare(CLONE_NEWNET)) _exit(82); break;
+    case C_SETNS: if (setns(netns_fd, CLONE_NEWNET)) _exit(83); break;
+    case C_MNTNS: if (unshare(CLONE_NEWNS)) _exit(84); break;
+    case C_SECCOMP: load_filter(); break;
+    case C_CAPS: drop_caps(); break;
+    case C_LANDLOCK: case C_LANDLOCK_PRE:
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || syscall(SYS_landlock_restrict_self, ruleset_fd, 0))
+            _exit(85);
+        break;
+    case C_CGROUP: {
+        int fd = open(cgroup_dir, O_WRONLY);
+        snprintf(buf, sizeof buf, "%d", getpid());
+        if (fd < 0 || write(fd, buf, strlen(buf)) < 0)
+            _exit(86);
+        close(fd);
+        break;
+    }
+    case C_PIDNS: case C_PIDMAX: {
+        if (unshare(CLONE_NEWPID))
+            _exit(87);
+        pid_t p = fork();
+        if (p == 0) {
+            if (current == C_PIDMAX) {
+                int fd = open("/proc/sys/kernel/pid_max", O_WRONLY);
+                if (fd < 0 || write(fd, "513", 3) != 3)
+                    _exit(88);
+                close(fd);
+            }
+            pid_t q = fork();   /* the program, pid 2 */
+            if (q == 0) {
+                execve("/bin/true", argv_true, envp);
+                _exit(99);
+            }
+            int st;
+            waitpid(q, &st, 0);
+            _exit(0);
+        }
+        int st;
+        waitpid(p, &st, 0);
+        _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 89);
+    }
+    default: break;
+    }
+    execve("/bin/true", argv_true, envp);
+    _exit(99);
+}
+
+static double sample(int c)
+{
+    static char stack[1 << 16] __attribute__((aligned(16)));
+    double t0 = now_us();
+    pid_t pid;
+    int st;
+    current = c;
+    if (c == C_LANDLOCK)
+        ruleset_fd = build_ruleset();
+    else if (c == C_LANDLOCK_PRE)
+        ruleset_fd = prebuilt_fd;
+    if (c == C_SPAWN)
+        posix_spawn(&pid, "/bin/true", NULL, NULL, argv_true, envp);
+    else
+        pid = clone(child, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+    if (c == C_LANDLOCK)
+        close(ruleset_fd);
+    ruleset_fd = -1;
+    if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return -1;
+    return now_us() - t0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3)
+        return fprintf(stderr, "usage: floors N GAP_MS [CGROUP_DIR/cgroup.procs]\n"), 2;
+    int n = atoi(argv[1]), gap = atoi(argv[2]);
+    cgroup_dir = argc > 3 ? argv[3] : NULL;
+    int p[2];
+    if (pipe(p) == 0) {   /* a network namespace to join, made once */
+        pid_t h = fork();
+        if (h == 0) {
+            if (unshare(CLONE_NEWNET) == 0 && write(p[1], "x", 1) == 1)
+                pause();
+            _exit(0);
+        }
+        char c, path[64];
+        if (read(p[0], &c, 1) == 1) {
+            snprintf(path, sizeof path, "/proc/%d/ns/net", h);
+            netns_fd = open(path, O_RDONLY | O_CLOEXEC);
+        }
+        kill(h, SIGKILL);
+        waitpid(h, NULL, 0);
+    }
+    double *s = calloc((size_t)n * NCASES, sizeof *s);
+    int skip[NCASES] = { 0 };
+    skip[C_SETNS] = netns_fd < 0;
+    skip[C_CGROUP] = cgroup_dir == NULL;
+    prebuilt_fd = build_ruleset();
+    skip[C_LANDLOCK_PRE] = prebuilt_fd < 0;
+    for (int r = 0; r < n; r++)
+        for (int k = 0; k < NCASES; k++) {
+            int c = (r + k) % NCASES;
+            if (skip[c])
+                continue;
+            if (gap) {
+                struct timespec ts = { gap / 1000, (gap % 1000) * 1000000L };
+                nanosleep(&ts, NULL);
+            }
+            double t = sample(c);
+            if (t < 0)
+                skip[c] = 1;   /* not possible here */
+            s[c * n + r] = t;
+        }
+    for (int c = 0; c < NCASES; c++) {
+        if (skip[c]) {
+            printf("%s\t-\t-\n", names[c]);
+            continue;
+        }
+        qsort(s + c * n, (size_t)n, sizeof *s, cmp);
+        printf("%s\t%.0f\t%.0f\n", names[c], s[c * n + n / 2], s[c * n + n * 9 / 10]);
+    }
+    return 0;
+}

@@ -1,0 +1,114 @@
+-- bench/latency.lua — make bench, per-call latency: rt:exec of /bin/true
+-- under "auto" and "minimal", against a bare posix_spawn + wait from C,
+-- `bwrap --unshare-all` and Node's spawnSync of the same binary; and the
+-- same auto call from a runtime holding a 1 GiB Lua heap, and from one with
+-- 1000 packs loaded. Every case runs in a process of its own and times its
+-- own calls; the samples are taken interleaved (one of each case per
+-- round), at both cadences, so every case sees the same machine.
+--
+-- usage: hcp-lua bench/latency.lua BUILD_DIR
+local lib = require("bench.lib")
+local hcp = require("hcp")
+
+local build = assert(arg[1], "usage: latency.lua BUILD_DIR")
+local HCP_LUA = build .. "/bin/hcp-lua"
+local q = lib.q
+
+local BWRAP = { "bwrap", "--unshare-all", "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib",
+  "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev",
+  "/bin/true" }
+
+local function which(name)
+  local p = io.popen("command -v " .. name .. " 2>/dev/null")
+  local out = p:read("l")
+  p:close()
+  return out
+end
+
+local function worker(name, packs, iso, heap, mode)
+  return lib.sampler(name, string.format("%s bench/worker.lua %s %s %d %s", q(HCP_LUA), q(packs), iso, heap,
+    mode or "exec"))
+end
+
+-- The cases: a name, the sampler, the command index, what it is compared to.
+local function cases()
+  local six, thousand = lib.packs(6, "six"), lib.packs(1000, "thousand")
+  local bwrap = which("bwrap")
+  local c = lib.sampler("c", build .. "/bench_sampler /bin/true" ..
+    (bwrap and (" -- " .. table.concat(BWRAP, " "):gsub("^bwrap", bwrap)) or ""))
+  local list = {
+    { key = "spawn", name = "posix_spawn+wait /bin/true (C)", s = c, k = 0 },
+    { key = "auto", name = "rt:exec auto", s = worker("auto", six, "auto", 0) },
+    { key = "minimal", name = "rt:exec minimal", s = worker("minimal", six, "minimal", 0) },
+    { key = "engine", name = "core.spawn, no layers (engine)", s = worker("engine", six, "minimal", 0, "spawn") },
+    { key = "heap", name = "rt:exec auto, 1 GiB Lua heap", s = worker("heap", six, "auto", 1024) },
+    { key = "packs", name = "rt:exec auto, 1000 packs loaded", s = worker("packs", thousand, "auto", 0) },
+  }
+  if bwrap then list[#list + 1] = { key = "bwrap", name = "bwrap --unshare-all /bin/true", s = c, k = 1 } end
+  local node = which("node")
+  if node then
+    list[#list + 1] = { key = "node", name = "node spawnSync /bin/true", s = lib.sampler("node",
+      q(node) .. " bench/sampler.js /bin/true") }
+  end
+  return list
+end
+
+-- N rounds of one sample per case, the case order rotated each round.
+local function measure(list, gap)
+  local samples = {}
+  for _, cs in ipairs(list) do samples[cs.key] = {} end
+  for round = 1, lib.N do
+    for j = 0, #list - 1 do
+      local cs = list[(round + j) % #list + 1]
+      if gap > 0 then lib.sleep_ms(gap) end
+      local us, st = cs.s:sample(cs.k)
+      if st ~= 0 then error(string.format("bench: %s failed (status %s)", cs.name, tostring(st))) end
+      local t = samples[cs.key]
+      t[#t + 1] = us
+    end
+  end
+  return samples
+end
+
+-- What each case is held to: { reference case, target ratio, wording }.
+local TARGETS = {
+  auto = { "spawn", 1.5, "<= 1.50x posix_spawn" },
+  minimal = { "spawn", 1.15, "<= 1.15x posix_spawn" },
+  engine = { "spawn", nil, "no target: minimal's spawn without the call pipeline" },
+  heap = { "auto", 1.1, "<= 1.10x auto (small heap)" },
+  packs = { "auto", 1.05, "<= 1.05x auto (6 packs)" },
+  bwrap = { "auto", 1.0, "auto faster (ratio auto/this < 1)", true },
+  node = { "auto", 1.0, "auto faster (ratio auto/this < 1)", true },
+}
+
+local function report(list, by_gap)
+  print(string.format("%-34s %-30s %-30s %s", "case", "back to back: median p90 ratio",
+    "30 ms idle: median p90 ratio", "target"))
+  for _, cs in ipairs(list) do
+    local row, tgt = { string.format("%-34s", cs.name) }, TARGETS[cs.key]
+    local verdicts = {}
+    for _, gap in ipairs(lib.CADENCES) do
+      local s = by_gap[gap]
+      local med, p90 = lib.stats(s[cs.key])
+      local ratio = 1
+      if tgt then
+        local ref = lib.stats(s[tgt[1]])
+        ratio = tgt[4] and ref / med or med / ref
+        if tgt[2] then verdicts[#verdicts + 1] = lib.verdict(tgt[4] and ratio < 1 or ratio <= tgt[2] + 1e-9) end
+      end
+      row[#row + 1] = string.format("%8.0f us %7.0f %6.2fx    ", med, p90, ratio)
+    end
+    row[#row + 1] = not tgt and "reference" or #verdicts == 0 and tgt[3] or (tgt[3] .. ": " .. table.concat(verdicts, "/"))
+    print(table.concat(row, " "))
+  end
+end
+
+local list = cases()
+local by_gap = {}
+for _, gap in ipairs(lib.CADENCES) do by_gap[gap] = measure(list, gap) end
+print(string.format("per-call latency, %d calls per case and cadence, interleaved; layers of auto: %s", lib.N,
+  table.concat(assert(hcp.create({})):layers(), ",")))
+print("(bwrap and node rows: ratio = auto / that case, below 1 when auto is faster)")
+report(list, by_gap)
+for _, cs in ipairs(list) do cs.s:close() end
+lib.cleanup()

@@ -1,0 +1,248 @@
+-- spec/netns_pool_spec.lua — network namespaces lent by the core's pool
+-- (isolation netns = "pool", src/netns_pool.c) and given by descriptor
+-- (netns = fd, userns = fd: issue 12, for issue 14's per-call egress). A
+-- pooled namespace serves one call at a time; it is taken back only from a
+-- call that had a pid namespace and no capabilities and ended on its own;
+-- and a call finds nothing in it of the call before.
+local core = require("hcp.core")
+local S = require("spec.support")
+
+local probe = core.probe()
+local ROOT = core.geteuid() == 0
+local HAS = probe.netns.available and probe.pidns.available
+local WHY = "no network or pid namespace here"
+local PID = core.getpid()
+local ECONNREFUSED, ENETUNREACH = 111, 101
+
+local TOOL_C = [[
+#include <errno.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+static socklen_t abstract(struct sockaddr_un *sa, const char *name) {
+  memset(sa, 0, sizeof *sa); sa->sun_family = AF_UNIX; strncpy(sa->sun_path + 1, name, sizeof sa->sun_path - 2);
+  return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name)); }
+int main(int argc, char **argv) {
+  char buf[64] = { 0 };
+  if (readlink("/proc/self/ns/net", buf, sizeof buf - 1) > 0) printf("ns=%s\n", buf);
+  if (argc < 3) return 0;
+  if (!strcmp(argv[1], "alisten")) { struct sockaddr_un sa; socklen_t l = abstract(&sa, argv[2]);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    printf("listen=%d\n", bind(fd, (void *)&sa, l) == 0 && listen(fd, 4) == 0 ? 0 : errno); fflush(stdout);
+    sleep((unsigned)atoi(argv[3])); return 0; }
+  if (!strcmp(argv[1], "aconnect")) { struct sockaddr_un sa; socklen_t l = abstract(&sa, argv[2]);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0); printf("connect=%d\n", connect(fd, (void *)&sa, l) == 0 ? 0 : errno); return 0; }
+  if (!strcmp(argv[1], "tlisten")) { struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(argv[2])) };
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    printf("tlisten=%d\n", bind(fd, (void *)&a, sizeof a) == 0 && listen(fd, 4) == 0 ? 0 : errno); return 0; }
+  if (!strcmp(argv[1], "tconnect")) { struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(argv[2])) };
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr); int fd = socket(AF_INET, SOCK_STREAM, 0);
+    printf("tconnect=%d\n", connect(fd, (void *)&a, sizeof a) == 0 ? 0 : errno); return 0; }
+  return 2; }
+]]
+
+local TOOL
+local function tool()
+  TOOL = TOOL or assert(S.cc("nstool", TOOL_C))
+  return TOOL
+end
+
+local function kv(out)
+  local t = {}
+  for k, v in (out or ""):gmatch("([%w_]+)=(%S+)") do t[k] = tonumber(v) or v end
+  return t
+end
+
+local POOLED = { netns = "pool", pidns = true, caps = true }
+
+local function start(args, iso, opts)
+  local o = { path = tool(), argv = { "nstool", table.unpack(args or {}) }, env = {}, cwd = "/", isolation = iso or POOLED }
+  for k, v in pairs(opts or {}) do o[k] = v end
+  return assert(core.spawn(o))
+end
+
+local function run(args, iso)
+  local r = start(args, iso):wait()
+  return kv(r.stdout), r
+end
+
+describe("netns = \"pool\"", function()
+  it("a call that ended on its own gives its namespace to the next", function()
+    if not HAS then pending(WHY) return end
+    local a = run()
+    local b = run()
+    assert.is_string(a.ns)
+    assert.equals(a.ns, b.ns)
+  end)
+
+  it("an async spawn (the runtime's) lends the namespace its child made, never the runtime's own", function()
+    if not HAS then pending(WHY) return end
+    local own = core.realpath("/proc/self/ns/net")
+    local seen = {}
+    for _ = 1, 20 do
+      local r = kv(start(nil, nil, { async = true }):wait().stdout)
+      assert.is_string(r.ns)
+      assert.not_equals(own and own:match("net:%S+"), r.ns)
+      seen[#seen + 1] = r.ns
+    end
+    assert.equals(seen[2], seen[3]) -- and it is reused
+    -- through a runtime, every call's namespace is its own too
+    local hcp = require("hcp")
+    local rt = assert(hcp.create({ allow_bins = { "/bin/readlink" } }))
+    for _ = 1, 3 do
+      local res = rt:exec({ bin = "/bin/readlink", args = { "/proc/self/ns/net" } })
+      assert.is_true(res.ok, res.error)
+      if table.concat(res.isolation, ","):find("netns", 1, true) then
+        assert.not_equals(own and own:match("net:%S+"), res.stdout:match("net:%S+"))
+      end
+    end
+    rt:close()
+  end)
+
+  it("two calls at once never share one", function()
+    if not HAS then pending(WHY) return end
+    local p1 = start({ "alisten", "hcp-pool-a-" .. PID, "1" })
+    local p2 = start({ "alisten", "hcp-pool-b-" .. PID, "1" })
+    local r1, r2 = kv(p1:wait().stdout), kv(p2:wait().stdout)
+    assert.equals(0, r1.listen)
+    assert.not_equals(r1.ns, r2.ns)
+  end)
+
+  it("finds nothing of the call before: its abstract and TCP listeners are gone, the loopback still down", function()
+    if not HAS then pending(WHY) return end
+    local name = "hcp-pool-left-" .. PID
+    local a = run({ "alisten", name, "0" })
+    assert.equals(0, a.listen)
+    local t = run({ "tlisten", "5555" })
+    local b = run({ "aconnect", name })
+    assert.equals(a.ns, b.ns)
+    assert.equals(ECONNREFUSED, b.connect)
+    local c = run({ "tconnect", "5555" })
+    assert.equals(t.ns, c.ns)
+    assert.equals(ENETUNREACH, c.tconnect)
+  end)
+
+  it("a program without capabilities cannot bring the loopback up for the next call", function()
+    if not HAS then pending(WHY) return end
+    if not core.kind("/bin/ip") then pending("no /bin/ip") return end
+    local p = assert(core.spawn({ path = "/bin/sh", argv = { "sh", "-c", "readlink /proc/self/ns/net; ip link set lo up; echo rc=$?" },
+      env = {}, cwd = "/", isolation = POOLED }))
+    local r = p:wait()
+    assert.matches("rc=[1-9]", r.stdout)
+    local ns = r.stdout:match("(net:%S+)")
+    local c = run({ "tconnect", "5555" })
+    assert.equals(ns, c.ns)
+    assert.equals(ENETUNREACH, c.tconnect)
+  end)
+
+  it("a call killed, or timed out, gives nothing back", function()
+    if not HAS then pending(WHY) return end
+    local p = start({ "alisten", "hcp-pool-k-" .. PID, "30" })
+    assert(p:wait(200) == nil)
+    local ns = S.read("/proc/" .. p:pid() .. "/ns/net") and core.realpath("/proc/" .. p:pid() .. "/ns/net")
+    p:kill("KILL")
+    p:wait()
+    local q = start({ "alisten", "hcp-pool-t-" .. PID, "30" }, nil, { timeout_ms = 100 })
+    local qns = core.realpath("/proc/" .. q:pid() .. "/ns/net")
+    assert.is_true(q:wait().timed_out)
+    for _ = 1, 3 do
+      local n = run().ns
+      assert.not_equals(ns and ns:match("net:%S+"), n)
+      assert.not_equals(qns and qns:match("net:%S+"), n)
+    end
+  end)
+
+  it("is not used without a pid namespace, or with capabilities left: each such call gets a fresh one", function()
+    if not HAS then pending(WHY) return end
+    for _, iso in ipairs({ { netns = "pool", caps = true }, { netns = "pool", pidns = true } }) do
+      local a = run(nil, iso)
+      local b = run(nil, iso)
+      assert.not_equals(a.ns, b.ns)
+    end
+  end)
+end)
+
+describe("netns = fd", function()
+  it("joins that namespace: a listener in it is reachable, the host's loopback is not", function()
+    if not HAS then pending(WHY) return end
+    local name = "hcp-joined-" .. PID
+    local holder = start({ "alisten", name, "30" }, { netns = true, pidns = true })
+    local ns <close> = assert(holder:nsfd("net"))
+    local mine = kv(assert(core.spawn({ path = tool(), argv = { "nstool", "aconnect", name }, env = {}, cwd = "/",
+      isolation = { netns = ns, pidns = true, caps = true } })):wait().stdout)
+    holder:kill("KILL")
+    holder:wait()
+    assert.equals(0, mine.connect)
+    -- an integer works too, and it is the holder's namespace
+    local again = kv(start(nil, { netns = ns:fd(), pidns = true }):wait().stdout)
+    assert.equals(mine.ns, again.ns)
+    assert.equals(ENETUNREACH, run({ "tconnect", "22" }, { netns = ns }).tconnect)
+  end)
+
+  it("refuses a descriptor that is not a network namespace, and one that is not open; nothing runs", function()
+    if not HAS then pending(WHY) return end
+    local holder = start({ "alisten", "hcp-ipc-" .. PID, "30" }, { netns = true, ipcns = true, pidns = true })
+    local ipc <close> = assert(holder:nsfd("ipc"))
+    local p, err = core.spawn({ path = tool(), argv = { "nstool" }, env = {}, cwd = "/", isolation = { netns = ipc } })
+    holder:kill("KILL")
+    holder:wait()
+    assert.is_nil(p)
+    assert.matches("spawn: isolation: netns: descriptor %d+ is not a network namespace", err)
+    ipc:close()
+    assert.error_matches(function()
+      core.spawn({ path = tool(), argv = { "nstool" }, env = {}, cwd = "/", isolation = { netns = ipc } })
+    end, "netns must be a boolean")
+    assert.error_matches(function()
+      core.spawn({ path = tool(), argv = { "nstool" }, env = {}, cwd = "/", isolation = { netns = "shared" } })
+    end, "netns must be a boolean")
+  end)
+
+  it("a non-root runtime joins it with the user namespace that owns it (userns = fd)", function()
+    if not ROOT then pending("runs as root, to become nobody") return end
+    if not S.sh("command -v runuser"):match("runuser") then pending("no runuser") return end
+    local dir = assert(core.mkdtemp("/var/tmp", "hcp-nsnb-"))
+    finally(function() core.rmtree(dir) end)
+    assert(os.execute("chmod 755 " .. S.q(dir)))
+    local t = dir .. "/nstool"
+    assert(os.execute(string.format("cp %s %s && chmod 755 %s", S.q(tool()), S.q(t), S.q(t))))
+    local script = S.write(dir .. "/run.lua", string.format([[
+      local core = require("hcp.core")
+      local t = %q
+      local h = assert(core.spawn({ path = t, argv = { "nstool", "alisten", "nb-%d", "30" }, env = {}, cwd = "/",
+        isolation = { netns = true, pidns = true } }))
+      local net, user = assert(h:nsfd("net")), assert(h:nsfd("user"))
+      local p, err = core.spawn({ path = t, argv = { "nstool", "aconnect", "nb-%d" }, env = {}, cwd = "/",
+        isolation = { netns = net, userns = user, pidns = true, caps = true } })
+      io.write(p and p:wait().stdout or ("refused=" .. err:gsub("%%s", "_")), "\n")
+      local q, qerr = core.spawn({ path = t, argv = { "nstool" }, env = {}, cwd = "/",
+        isolation = { netns = net, pidns = true } })
+      io.write(q and ("without=" .. q:wait().exit) or ("without_refused=" .. qerr:gsub("%%s", "_")), "\n")
+      h:kill("KILL") h:wait()
+      -- the pool, for a non-root runtime: each namespace with the user namespace that owns it
+      local own = io.open("/proc/self/ns/net") and io.popen("readlink /proc/self/ns/net"):read("l")
+      for i = 1, 4 do
+        local c, cerr = core.spawn({ path = t, argv = { "nstool" }, env = {}, cwd = "/", async = true,
+          isolation = { netns = "pool", pidns = true, caps = true } })
+        local r = c and c:wait()
+        local ns = r and r.stdout:match("ns=(%%S+)")
+        local why = "fail_" .. tostring(r and r.spawn_error or cerr):gsub("%%s", "_")
+        io.write("pool", i, "=", ns and (ns == own and "own" or "call") or why, "\n")
+      end
+    ]], t, PID, PID))
+    local out, code = S.sh(string.format("cd %s && runuser -u nobody -- env LUA_CPATH='%s;;' %s %s 2>&1",
+      S.q(S.REPO), S.REPO .. "/" .. S.CPATH, S.q(S.LUA), S.q(script)))
+    assert.equals(0, code, out)
+    if out:match("refused=") and not probe.userns.available then pending("no user namespaces for nobody") return end
+    local r = kv(out)
+    assert.equals(0, r.connect, out)
+    for i = 1, 4 do assert.equals("call", r["pool" .. i], out) end
+    -- without the owner's user namespace, the join is refused in the child: nothing runs
+    assert.matches("without_refused=spawn:_isolation:_netns:_Operation_not_permitted", out, 1, true)
+  end)
+end)

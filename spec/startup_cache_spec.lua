@@ -1,0 +1,153 @@
+-- spec/startup_cache_spec.lua — what `hcp run` no longer redoes at every
+-- start (issue 12): core.probe()'s answer, kept per boot (src/probe_cache.c),
+-- and hcp's Lua modules, compiled once (src/luac_cache.c). Both live in a
+-- directory only the runtime's uid may write (here HCP_RUNTIME_DIR, a fresh
+-- one per case) and are trusted only from files that are ours alone.
+local core = require("hcp.core")
+local S = require("spec.support")
+
+local HCP = S.REPO .. "/build/bin/hcp"
+local q = S.q
+
+-- A process with the C module from build/, in `dir` as its runtime dir.
+local function lua_in(dir, code, env)
+  local script = S.write(S.tmpdir("sc-") .. "/run.lua", code)
+  return S.sh(string.format("env HCP_RUNTIME_DIR=%s %s LUA_CPATH=%s %s %s 2>&1", q(dir), env or "",
+    q(S.REPO .. "/" .. S.CPATH .. ";;"), q(S.LUA), q(script)))
+end
+
+local SOURCE = [[local c = require("hcp.core"); local p = c.probe()
+  io.write(c.probe_source(), " abi=", p.landlock.abi, " pidns=", tostring(p.pidns.available))]]
+
+local function private_dir()
+  local d = S.tmpdir("rt-")
+  assert(os.execute("chmod 700 " .. q(d)))
+  return d
+end
+
+local function cache_files(dir, pattern)
+  local out = {}
+  for _, n in ipairs(core.listdir(dir) or {}) do
+    if n:match(pattern) then out[#out + 1] = dir .. "/" .. n end
+  end
+  return out
+end
+
+describe("the probe cache", function()
+  it("the first process probes and keeps the answer; the next one reads the same answer back", function()
+    local dir = private_dir()
+    local first = lua_in(dir, SOURCE)
+    local second = lua_in(dir, SOURCE)
+    assert.matches("^probed, cached ", first)
+    assert.matches("^cache ", second)
+    assert.equals(first:gsub("^probed, cached", ""), second:gsub("^cache", ""))
+    local files = cache_files(dir, "^probe%-")
+    assert.equals(1, #files)
+    assert.equals("file", core.filetype(files[1]))
+    assert.matches("^%-rw%-%-%-%-%-%-%- ", S.sh("ls -l " .. q(files[1])))
+  end)
+
+  it("is not trusted from a file others may read or write, nor from one with another key: it probes again", function()
+    local dir = private_dir()
+    lua_in(dir, SOURCE)
+    local file = cache_files(dir, "^probe%-")[1]
+    assert(os.execute("chmod 644 " .. q(file)))
+    assert.matches("^probed, cached ", lua_in(dir, SOURCE))
+    assert.matches("^cache ", lua_in(dir, SOURCE))
+    -- the same name, another content: a key that does not match is no answer
+    local data = S.read(file)
+    S.write(file, "hcp-probe forged" .. data:sub(17))
+    assert(os.execute("chmod 600 " .. q(file)))
+    assert.matches("^probed, cached ", lua_in(dir, SOURCE))
+  end)
+
+  it("is not kept in a directory others may write; nor with HCP_PROBE_CACHE=0", function()
+    local dir = S.tmpdir("rt-open-")
+    assert(os.execute("chmod 777 " .. q(dir)))
+    assert.matches("^probed ", lua_in(dir, SOURCE))
+    assert.same({}, cache_files(dir, "^probe%-"))
+    local mine = private_dir()
+    assert.matches("^probed ", lua_in(mine, SOURCE, "HCP_PROBE_CACHE=0"))
+    assert.same({}, cache_files(mine, "^probe%-"))
+  end)
+
+  it("a Landlock ABI other than the one it holds probes again (checked at every start)", function()
+    -- under a filter that answers ENOSYS to Landlock, the cached ABI no longer holds
+    local nolandlock = assert(S.cc("nolandlock_sc", [[
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  struct sock_filter f[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 444, 0, 2),
+    BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, 446, 1, 0),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = { sizeof f / sizeof f[0], f };
+  if (argc < 2 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) return 99;
+  execvp(argv[1], argv + 1);
+  return 98;
+}
+]]))
+    local dir = private_dir()
+    local plain = lua_in(dir, SOURCE)
+    if plain:match("abi=0") then pending("no Landlock on this host") return end
+    local script = S.write(S.tmpdir("sc-") .. "/run.lua", SOURCE)
+    local out = S.sh(string.format("env HCP_RUNTIME_DIR=%s LUA_CPATH=%s %s %s %s 2>&1", q(dir),
+      q(S.REPO .. "/" .. S.CPATH .. ";;"), q(nolandlock), q(S.LUA), q(script)))
+    assert.matches("abi=0", out)
+    assert.not_matches("^cache", out)
+  end)
+end)
+
+describe("the compiled-module cache of hcp", function()
+  local function hcp_in(dir, args, env)
+    return S.sh(string.format("env HCP_RUNTIME_DIR=%s %s %s %s 2>&1", q(dir), env or "", q(HCP), args))
+  end
+
+  it("hcp compiles its modules once, into files that are ours alone, and runs the same from them", function()
+    local dir = private_dir()
+    local first, c1 = hcp_in(dir, "--version")
+    local files = cache_files(dir .. "/luac", "%.luac$")
+    assert.is_true(#files >= 5, #files .. " files")
+    for _, f in ipairs(files) do assert.matches("^%-rw%-%-%-%-%-%-%- ", S.sh("ls -l " .. q(f))) end
+    local second, c2 = hcp_in(dir, "--version")
+    assert.equals(first, second)
+    assert.equals(0, c1)
+    assert.equals(0, c2)
+  end)
+
+  it("a cache file that is damaged, or not ours alone, is not loaded: the source is", function()
+    local dir = private_dir()
+    local want = hcp_in(dir, "--version")
+    local files = cache_files(dir .. "/luac", "%.luac$")
+    for i, f in ipairs(files) do
+      if i % 2 == 0 then
+        S.write(f, "\27Lua garbage")
+        assert(os.execute("chmod 600 " .. q(f)))
+      else
+        S.write(f, "error('loaded a file others may write')")
+        assert(os.execute("chmod 666 " .. q(f)))
+      end
+    end
+    local out, code = hcp_in(dir, "--version")
+    assert.equals(0, code, out)
+    assert.equals(want, out)
+  end)
+
+  it("is not used with HCP_LUAC_CACHE=0, nor in a directory others may write", function()
+    local dir = private_dir()
+    hcp_in(dir, "--version", "HCP_LUAC_CACHE=0")
+    assert.is_nil(core.kind(dir .. "/luac"))
+    local open = S.tmpdir("rt-open-")
+    assert(os.execute("chmod 777 " .. q(open)))
+    local out, code = hcp_in(open, "--version")
+    assert.equals(0, code, out)
+    assert.same({}, cache_files(open .. "/luac", "%.luac$"))
+  end)
+end)

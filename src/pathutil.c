@@ -1,0 +1,101 @@
+/* pathutil.c — the path helpers that need no Lua: openat2 with retries,
+ * lexical normalisation and containment. Shared by the C module and the
+ * spawn helper (build/libexec/hcp-spawn), which links no Lua and no libc. */
+#include "hcp_core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "compat.h"
+
+int hcp_openat2(int dirfd, const char *path, int flags, mode_t mode,
+                unsigned long long resolve)
+{
+    struct open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = (unsigned long long)(flags | O_CLOEXEC);
+    how.mode = (flags & O_CREAT) ? mode : 0;
+    how.resolve = resolve;
+    /* EAGAIN: a concurrent rename somewhere under dirfd; the kernel asks
+     * for a retry. A few are plenty; after that it is reported. */
+    int fd, tries = 0;
+    do
+        fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+    while (fd < 0 && errno == EAGAIN && ++tries < 8);
+    return fd;
+}
+
+/* ---- pure helpers ------------------------------------------------------ */
+
+long hcp_path_normalize(const char *in, char *out, size_t outsz)
+{
+    int abs = in[0] == '/';
+    size_t base = abs ? 1 : 0;  /* out[0..base) is the root and never popped */
+    size_t len = base;
+    size_t ncomp = 0, nup = 0;  /* components in out; leading ".." among them */
+    const char *p = in;
+
+    if (outsz < base + 1)
+        return -1;
+    if (abs)
+        out[0] = '/';
+    while (*p) {
+        const char *s;
+        size_t n;
+
+        while (*p == '/')
+            p++;
+        s = p;
+        while (*p && *p != '/')
+            p++;
+        n = (size_t)(p - s);
+        if (n == 0 || (n == 1 && s[0] == '.'))
+            continue;
+        if (n == 2 && s[0] == '.' && s[1] == '.') {
+            if (ncomp > nup) {
+                /* Drop the last component (and its separator, unless it is
+                 * the root's slash). */
+                while (len > base && out[len - 1] != '/')
+                    len--;
+                if (len > base)
+                    len--;
+                ncomp--;
+                continue;
+            }
+            if (abs)
+                continue;  /* "/.." is "/" */
+            nup++;
+        }
+        /* separator + component + the final NUL must fit */
+        if (len + (len > base) + n + 1 > outsz)
+            return -1;
+        if (len > base)
+            out[len++] = '/';
+        memcpy(out + len, s, n);
+        len += n;
+        ncomp++;
+    }
+    if (len == 0) {
+        if (outsz < 2)
+            return -1;
+        out[len++] = '.';
+    }
+    out[len] = '\0';
+    return (long)len;
+}
+
+int hcp_path_contains(const char *base, const char *path)
+{
+    size_t n;
+
+    if (base[0] != '/' || path[0] != '/')
+        return 0;
+    if (strcmp(base, "/") == 0)
+        return 1;
+    n = strlen(base);
+    /* Component-wise: "/a/pre" must not contain "/a/prefix". */
+    return strncmp(base, path, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
