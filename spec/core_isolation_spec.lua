@@ -396,8 +396,8 @@ pid_t fork(void)
       local out, ok = sh("cc -shared -fPIC -o " .. q(lib) .. " " .. q(tmp() .. "/forkcount.c") .. " -ldl 2>&1")
       assert(ok, out)
       local code = 'local c = require("hcp.core") c.probe() io.stderr:write("mark\\n") c.probe() c.probe()'
-      out = sh(string.format("HCP_PROBE_CACHE=0 LUA_CPATH=%s LD_PRELOAD=%s ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 %s -e %s 2>&1",
-        q(S.CPATH), q(lib), S.LUA, q(code)))
+      out = sh(string.format("HCP_PROBE_CACHE=0 LUA_CPATH=%s LD_PRELOAD=%s "
+        .. "ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 %s -e %s 2>&1", q(S.CPATH), q(lib), S.LUA, q(code)))
       local first, later = out:match("^(.*)mark\n(.*)$")
       assert.is_string(first, out)
       assert.matches("^fork\n", first)
