@@ -16,6 +16,7 @@
  *
  * Every attempt is on the call's log, with its bytes each way. */
 #include "egress_engine.h"
+#include "nopipe.h"
 #include "spawn.h"
 
 #include <arpa/inet.h>
@@ -462,32 +463,7 @@ static void step(struct hcp_egress *e, struct conn *c, uint32_t cev, uint32_t ue
 
 /* SIGPIPE stays blocked while the engine writes (splice to a socket raises
  * it; send has MSG_NOSIGNAL), and one it raised is consumed: a client
- * that went away can never kill the runtime. */
-struct nopipe { sigset_t old; int was_pending; };
-
-static void nopipe_begin(struct nopipe *g)
-{
-    sigset_t set, pending;
-    sigemptyset(&set);
-    sigaddset(&set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &set, &g->old);
-    sigpending(&pending);
-    g->was_pending = sigismember(&pending, SIGPIPE);
-}
-
-static void nopipe_end(const struct nopipe *g)
-{
-    sigset_t set, pending;
-    struct timespec zero = { 0, 0 };
-    sigemptyset(&set);
-    sigaddset(&set, SIGPIPE);
-    sigpending(&pending);
-    if (!g->was_pending && sigismember(&pending, SIGPIPE))
-        while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR)
-            ;
-    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
-}
-
+ * that went away can never kill the runtime (nopipe.h). */
 struct conn *hcp_eng_find(struct hcp_egress *e, int id)
 {
     for (int i = 0; i < CONN_MAX; i++)
@@ -498,19 +474,19 @@ struct conn *hcp_eng_find(struct hcp_egress *e, int id)
 
 void hcp_eng_kick(struct hcp_egress *e, struct conn *c)
 {
-    struct nopipe g;
-    nopipe_begin(&g);
+    struct hcp_nopipe g;
+    hcp_nopipe_begin(&g);
     step(e, c, 0, 0, hcp_now_ns());
-    nopipe_end(&g);
+    hcp_nopipe_end(&g);
 }
 
 void hcp_eng_ready(void *self, const struct pollfd *pfd, int n)
 {
     struct hcp_egress *e = self;
     struct epoll_event ev[64];
-    struct nopipe g;
+    struct hcp_nopipe g;
     int64_t now = hcp_now_ns();
-    nopipe_begin(&g);
+    hcp_nopipe_begin(&g);
     int k = 0;
     if (n > 0 && pfd[0].revents)
         while ((k = epoll_wait(e->epfd, ev, 64, 0)) < 0 && errno == EINTR)
@@ -537,7 +513,7 @@ void hcp_eng_ready(void *self, const struct pollfd *pfd, int n)
         if (c && (c->state == C_RESOLVING || now >= c->deadline))
             step(e, c, 0, 0, now);
     }
-    nopipe_end(&g);
+    hcp_nopipe_end(&g);
 }
 
 int64_t hcp_eng_next(void *self, int64_t now)

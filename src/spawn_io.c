@@ -3,6 +3,7 @@
  * released in one place, hcp_proc_release (error returns, __gc and __close
  * alike). */
 #include "spawn.h"
+#include "nopipe.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -216,31 +217,6 @@ static int grow(struct stream *s, size_t max)
     return 0;
 }
 
-/* One write with SIGPIPE blocked, and a SIGPIPE this write raised consumed,
- * so a reader that went away cannot kill the runtime and no process-wide
- * disposition changes: EPIPE comes back as an error like any other.
- * Returns what write returned; *err holds its errno. */
-static ssize_t write_nopipe(int fd, const char *buf, size_t len, int *err)
-{
-    sigset_t pipeset, old, pending;
-    struct timespec zero = { 0, 0 };
-    ssize_t n;
-    sigemptyset(&pipeset);
-    sigaddset(&pipeset, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipeset, &old);   /* valid args: cannot fail */
-    sigpending(&pending);
-    int was_pending = sigismember(&pending, SIGPIPE);
-    do
-        n = write(fd, buf, len);
-    while (n < 0 && errno == EINTR);
-    *err = errno;
-    if (n < 0 && *err == EPIPE && !was_pending)
-        while (sigtimedwait(&pipeset, NULL, &zero) < 0 && errno == EINTR)
-            ;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return n;
-}
-
 /* Copies a chunk to the caller's tee fd as it arrives (hcp run passes output
  * through this way, so the child never holds the caller's terminal). A
  * reader that went away, or any other error, ends the copying, never the
@@ -249,7 +225,7 @@ static void tee_write(struct stream *s, const char *buf, size_t len)
 {
     while (len > 0) {
         int err;
-        ssize_t w = write_nopipe(s->tee, buf, len, &err);
+        ssize_t w = hcp_write_nopipe(s->tee, buf, len, &err);
         if (w > 0) {
             buf += w;
             len -= (size_t)w;
@@ -328,7 +304,7 @@ static void read_stream(proc_t *p, struct stream *s)
 static void write_stdin(proc_t *p)
 {
     int err;
-    ssize_t n = write_nopipe(p->in_fd, p->in_data + p->in_off, p->in_len - p->in_off, &err);
+    ssize_t n = hcp_write_nopipe(p->in_fd, p->in_data + p->in_off, p->in_len - p->in_off, &err);
     if (n > 0)
         p->in_off += (size_t)n;
     if (p->in_off == p->in_len || (n < 0 && err != EAGAIN))

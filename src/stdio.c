@@ -5,6 +5,7 @@
  * process. Lua's io library buffers (a line sitting in a FILE buffer is
  * invisible to poll) and dies of SIGPIPE; these do neither. */
 #include "hcp_core.h"
+#include "nopipe.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -94,29 +95,6 @@ static int l_read_fd(lua_State *L)
     return 1;
 }
 
-/* One write with SIGPIPE blocked, and a SIGPIPE it raised consumed: a
- * reader that went away is EPIPE, and no disposition changes. */
-static ssize_t write_nopipe(int fd, const char *buf, size_t len, int *err)
-{
-    sigset_t pipeset, old, pending;
-    struct timespec zero = { 0, 0 };
-    ssize_t n;
-    sigemptyset(&pipeset);
-    sigaddset(&pipeset, SIGPIPE);
-    sigprocmask(SIG_BLOCK, &pipeset, &old);   /* valid args: cannot fail */
-    sigpending(&pending);
-    int was_pending = sigismember(&pending, SIGPIPE);
-    do
-        n = write(fd, buf, len);
-    while (n < 0 && errno == EINTR);
-    *err = errno;
-    if (n < 0 && *err == EPIPE && !was_pending)
-        while (sigtimedwait(&pipeset, NULL, &zero) < 0 && errno == EINTR)
-            ;
-    sigprocmask(SIG_SETMASK, &old, NULL);
-    return n;
-}
-
 /* core.write_fd(fd, data) -> true once every byte is written (a full
  * non-blocking fd is waited on), or nil, msg, errno (EPIPE: the reader went
  * away). */
@@ -127,7 +105,7 @@ static int l_write_fd(lua_State *L)
     const char *data = luaL_checklstring(L, 2, &len);
     while (len > 0) {
         int err;
-        ssize_t w = write_nopipe(fd, data, len, &err);
+        ssize_t w = hcp_write_nopipe(fd, data, len, &err);
         if (w > 0) {
             data += w;
             len -= (size_t)w;
