@@ -92,8 +92,8 @@ int gconv_init(void *s) { (void)s; return 0; }
   it("hcp validate reports the variable and exits 1", function()
     local root = S.pack(S.manifest("val", "true", { wrap = { agent_env = { Gconv_Path = "/tmp" } } }))
     local dir = S.tmpdir("validate-")
-    local _, _, code = os.execute(string.format("%s/build/bin/hcp validate %s > %s/out 2> %s/err",
-      S.REPO, S.q(root), dir, dir))
+    local _, _, code = os.execute(string.format("%s validate %s > %s/out 2> %s/err",
+      S.q(S.HCP), S.q(root), dir, dir))
     assert.equal(1, code)
     assert.matches("manifest: .*/val/hcp%.json: wrap%.agent_env%.Gconv_Path: Gconv_Path is refused: ", S.read(dir .. "/err"))
     assert.equal("", S.read(dir .. "/out"))

@@ -159,7 +159,7 @@ S.each_driver("attack: out_dir at a home directory", function(driver, case)
 end)
 
 describe("attack: out_dir through the commands", function()
-  local HCP = S.REPO .. "/build/bin/hcp"
+  local HCP = S.HCP
   local function run(home, cmdline, stdin)
     local dir = S.tmpdir("cmd-")
     local cmd = string.format("cd %s && env -u HCP_PACK_PATH -u HCP_CONFIG XDG_STATE_HOME=%s %s > %s 2> %s < %s",

@@ -11,7 +11,7 @@ local json = require("hcp.json")
 local S = require("support")
 local core = require("hcp.core")
 
-local HCP = S.REPO .. "/build/bin/hcp"
+local HCP = S.HCP
 
 local SH = { "-c", 'eval "$1"', "sh" }
 

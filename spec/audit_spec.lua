@@ -61,7 +61,7 @@ describe("audit log", function()
   it("hcp call --audit FILE writes the log of the commands", function()
     local log = S.tmpdir("audit-cli-") .. "/a.jsonl"
     local cmd = string.format("printf '%%s\\n' '{\"pack\":\"echo\",\"op\":\"say\",\"params\":{\"word\":\"hi\"}}' | "
-      .. "%s call --pack-dir %s --audit %s", S.HCP or (S.REPO .. "/build/bin/hcp"), S.q(root), S.q(log))
+      .. "%s call --pack-dir %s --audit %s", S.HCP, S.q(root), S.q(log))
     local out, code = S.sh(cmd)
     assert.equal(0, code, out)
     local l = lines(log)

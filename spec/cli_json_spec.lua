@@ -5,7 +5,7 @@ local S = require("support")
 local json = require("hcp.json")
 local core = require("hcp.core")
 
-local HCP = S.REPO .. "/build/bin/hcp"
+local HCP = S.HCP
 local q = S.q
 
 -- Run a command line; returns stdout, stderr, exit status.

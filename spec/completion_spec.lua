@@ -5,9 +5,9 @@
 local S = require("support")
 local core = require("hcp.core")
 
-local HCP = S.REPO .. "/build/bin/hcp"
-local BASH_FILE = S.REPO .. "/build/share/bash-completion/completions/hcp"
-local ZSH_FILE = S.REPO .. "/build/share/zsh/site-functions/_hcp"
+local HCP = S.HCP
+local BASH_FILE = S.BUILD .. "/share/bash-completion/completions/hcp"
+local ZSH_FILE = S.BUILD .. "/share/zsh/site-functions/_hcp"
 local q = S.q
 
 local function has(cmd)

@@ -131,7 +131,7 @@ local function script(run, dirs)
     local out = S.q(dirs.out .. "/" .. k)
     if b.lang == "lua" then
       local file = S.write(dirs.out .. "/" .. k .. ".lua", body .. "\n")
-      parts[#parts + 1] = string.format("{ %s %s; } >%s 2>&1 </dev/null", S.q(S.REPO .. "/build/bin/hcp-lua"),
+      parts[#parts + 1] = string.format("{ %s %s; } >%s 2>&1 </dev/null", S.q(S.HCP_LUA),
         S.q(file), out)
     else
       parts[#parts + 1] = string.format("{\n%s\n} >%s 2>&1 </dev/null", body, out)
@@ -152,7 +152,7 @@ end
 
 local function execute(run, dirs)
   local file = S.write(dirs.out .. "/all.sh", script(run, dirs))
-  local env = table.concat({ "HOME=" .. S.q(dirs.home), "PATH=" .. S.q(S.REPO .. "/build/bin:/usr/local/bin:/usr/bin:/bin"),
+  local env = table.concat({ "HOME=" .. S.q(dirs.home), "PATH=" .. S.q(S.BUILD .. "/bin:/usr/local/bin:/usr/bin:/bin"),
     "LANG=C.UTF-8", "TERM=dumb", "TMPDIR=" .. S.q(dirs.out) }, " ")
   -- no controlling terminal (setsid): a block that would ask on /dev/tty is refused, never waits
   local out, code = S.sh(string.format("env -i %s timeout 300 setsid -w bash --noprofile --norc %s </dev/null 2>&1",
@@ -225,7 +225,7 @@ end)
 
 describe("hcp --help points at the docs as installed", function()
   it("from the checkout: its docs/", function()
-    local out = sh(S.q(S.REPO .. "/build/bin/hcp") .. " --help")
+    local out = sh(S.q(S.HCP) .. " --help")
     assert.matches("Docs: man hcp; guide.md, cli.md, lua%-api.md, agents.md and spec/ in " .. escape(S.REPO .. "/docs")
       .. "%.\n", out)
   end)

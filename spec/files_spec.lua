@@ -385,7 +385,7 @@ describe("file parameters in tool schemas (rt:tools, hcp tools --json)", functio
   end)
 
   it("hcp tools --json lists them the same way", function()
-    local out, code = S.sh(S.q(S.REPO .. "/build/bin/hcp") .. " tools --json --pack-dir " .. S.q(PACKS))
+    local out, code = S.sh(S.q(S.HCP) .. " tools --json --pack-dir " .. S.q(PACKS))
     assert.equal(0, code, out)
     local list = require("hcp.json").decode(out)
     local found

@@ -8,7 +8,7 @@ local json = require("hcp.json")
 local rpc = require("hcp.mcp_rpc")
 local S = require("support")
 
-local HCP = S.REPO .. "/build/bin/hcp"
+local HCP = S.HCP
 local EXAMPLES = S.REPO .. "/packs-examples"
 local CLIENTS = S.REPO .. "/build/mcp-clients"
 local q = S.q

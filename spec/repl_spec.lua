@@ -309,7 +309,7 @@ describe("repl.width", function()
     local dir = S.tmpdir("width-")
     S.write(dir .. "/in", "{ alpha = string.rep('a', 20), beta = { 1, 2, 3 } }\nrequire('hcp.repl').width()\n")
     local out = S.sh(string.format("cd %s && COLUMNS=30 %s -i < %s 2>&1", q(S.REPO),
-      q(S.REPO .. "/build/bin/hcp-lua"), q(dir .. "/in")))
+      q(S.HCP_LUA), q(dir .. "/in")))
     assert.truthy(out:find('hcp> {\n  alpha = "aaaaaaaaaaaaaaaaaaaa",\n  beta = { 1, 2, 3 }\n}\n', 1, true), out)
     assert.truthy(out:find("hcp> 30\n", 1, true), out)
   end)

@@ -6,7 +6,7 @@
 local core = require("hcp.core")
 local S = require("spec.support")
 
-local HCP = S.REPO .. "/build/bin/hcp"
+local HCP = S.HCP
 local q = S.q
 
 -- A process with the C module from build/, in `dir` as its runtime dir.

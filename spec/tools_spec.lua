@@ -9,7 +9,7 @@ local tools = require("hcp.tools")
 local manifest = require("hcp.manifest")
 local S = require("support")
 
-local HCP = S.REPO .. "/build/bin/hcp"
+local HCP = S.HCP
 local EXAMPLES = S.REPO .. "/packs-examples"
 
 local function problems_of(m)

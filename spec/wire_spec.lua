@@ -6,7 +6,7 @@
 local S = require("support")
 local json = require("hcp.json")
 
-local HCP = S.REPO .. "/build/bin/hcp"
+local HCP = S.HCP
 local q = S.q
 
 local STRICT = [[python3 -c 'import json,sys; [json.loads(l) for l in sys.stdin.buffer.read().decode("utf-8","strict").splitlines()]']]

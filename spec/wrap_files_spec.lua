@@ -7,7 +7,7 @@ local hcp = require("hcp")
 local json = require("hcp.json")
 local S = require("support")
 
-local HCP = S.REPO .. "/build/bin/hcp"
+local HCP = S.HCP
 local q = S.q
 
 local BWRAP_ERR
