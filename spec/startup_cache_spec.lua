@@ -61,6 +61,25 @@ describe("the probe cache", function()
     assert.matches("^probed, cached ", lua_in(dir, SOURCE))
   end)
 
+  -- src/isolation_probe.c: a cached answer may claim more than the host has
+  -- (the spawn fails closed), never less: a forged "unavailable" must not
+  -- switch a layer off for "auto"
+  it("is never believed when it calls a layer unavailable: that layer is probed again", function()
+    if not core.probe().pidns.available then pending("this host has no pid namespaces to forge away") return end
+    local dir = private_dir()
+    lua_in(dir, SOURCE)
+    local file = cache_files(dir, "^probe%-")[1]
+    local data = S.read(file)
+    local blob = data:find("\n", 1, true) + 1
+    -- the blob: int done, then per layer { int ok; char why[512]; char note[512] };
+    -- pidns is the fourth layer (P_PIDNS = 3)
+    local at = blob + 4 + 3 * 1028
+    assert.equals("\1\0\0\0", data:sub(at, at + 3), "pidns is marked available in the real answer")
+    S.write(file, data:sub(1, at - 1) .. "\0\0\0\0" .. data:sub(at + 4))
+    assert(os.execute("chmod 600 " .. q(file)))
+    assert.matches("^cache .* pidns=true$", lua_in(dir, SOURCE))
+  end)
+
   it("is not kept in a directory others may write; nor with HCP_PROBE_CACHE=0", function()
     local dir = S.tmpdir("rt-open-")
     assert(os.execute("chmod 777 " .. q(dir)))

@@ -443,23 +443,39 @@ static void probe_cgroup(struct layer *l)
     }
 }
 
+static const probe_fn probe_fns[NPROBES] = {
+    [P_SECCOMP] = try_seccomp, [P_NETNS] = try_netns, [P_PIDNS] = try_pidns,
+    [P_USERNS] = try_userns, [P_CAPS] = try_caps, [P_RLIMITS] = try_rlimits,
+    [P_ROOTFS] = try_rootfs, [P_IPCNS] = try_ipcns, [P_RUN_AS] = try_run_as,
+};
+
+/* One layer, probed now (its note and reason start empty). */
+static void probe_one(int i)
+{
+    memset(&probed.l[i], 0, sizeof probed.l[i]);
+    if (i == P_LANDLOCK) {
+        probed.ll_tcp = probed.ll_scopes = 0;
+        probe_landlock(&probed.l[i]);
+    }
+    else if (i == P_CGROUP)
+        probe_cgroup(&probed.l[i]);
+    else if (probe_fns[i])
+        probed.l[i].ok = in_child(probe_fns[i], probed.l[i].why);
+}
+
+static void probe_pid_max(void)
+{
+    char why[WHY];
+    int before = read_host_pid_max();
+    probed.pid_max = in_child(try_pid_max, why) && read_host_pid_max() == before;
+}
+
 static void probe_all(void)
 {
-    static const probe_fn fns[NPROBES] = {
-        [P_SECCOMP] = try_seccomp, [P_NETNS] = try_netns, [P_PIDNS] = try_pidns,
-        [P_USERNS] = try_userns, [P_CAPS] = try_caps, [P_RLIMITS] = try_rlimits,
-        [P_ROOTFS] = try_rootfs, [P_IPCNS] = try_ipcns, [P_RUN_AS] = try_run_as,
-    };
-    probe_landlock(&probed.l[P_LANDLOCK]);
-    probe_cgroup(&probed.l[P_CGROUP]);
     for (int i = 0; i < NPROBES; i++)
-        if (fns[i])
-            probed.l[i].ok = in_child(fns[i], probed.l[i].why);
-    if (probed.l[P_PIDNS].ok) {
-        char why[WHY];
-        int before = read_host_pid_max();
-        probed.pid_max = in_child(try_pid_max, why) && read_host_pid_max() == before;
-    }
+        probe_one(i);
+    if (probed.l[P_PIDNS].ok)
+        probe_pid_max();
     if (!hcp_iso_seccomp_supported()) {
         probed.l[P_SECCOMP].ok = 0;
         snprintf(probed.l[P_SECCOMP].why, WHY, "unsupported architecture");
@@ -478,6 +494,25 @@ size_t hcp_probe_blob_size(void)
 
 static const char *probe_source = "none";
 
+/* A cached answer may claim more than the host has (the spawn that needs
+ * it then fails closed) but is never believed when it claims less: whoever
+ * could write the cache must not be able to switch a layer off for
+ * "auto". So every layer it calls unavailable is probed again — on a host
+ * that has them all, nothing is — and Landlock, whose probe makes no
+ * process, always (its TCP and scope words too). */
+static void reprobe_missing(void)
+{
+    for (int i = 0; i < NPROBES; i++)
+        if (i == P_LANDLOCK || (!probed.l[i].ok && !(i == P_SECCOMP && !hcp_iso_seccomp_supported())))
+            probe_one(i);
+    if (probed.l[P_PIDNS].ok && !probed.pid_max)
+        probe_pid_max();
+    if (probed.l[P_CAPS].ok && geteuid() != 0 && !probed.l[P_CAPS].note[0])
+        snprintf(probed.l[P_CAPS].note, WHY, "not root: no capabilities to drop; the "
+                 "bounding set is kept unless a user namespace is made (netns, pidns), "
+                 "and NO_NEW_PRIVS keeps exec from granting any");
+}
+
 /* The answer from this boot's cache when it holds one for this process
  * (probe_cache.c), else probed now and cached. */
 static void probe_cached(void)
@@ -487,6 +522,7 @@ static void probe_cached(void)
     if (have && hcp_probe_cache_read(path, key, &probed, sizeof probed) == 0 && probed.done) {
         int abi = hcp_landlock_abi();
         if ((abi < 0 ? 0 : abi) == probed.abi) {
+            reprobe_missing();
             probe_source = "cache";
             return;
         }

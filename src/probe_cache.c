@@ -11,7 +11,8 @@
  * Landlock ABI is asked again each time (a syscall) and must agree.
  * HCP_PROBE_CACHE=0 turns it off. A forged file could only come from the
  * runtime's own uid (or root), which can do anything anyway; a stale one
- * that claims a layer the host lost fails the spawn closed, never silently. */
+ * that claims a layer the host lost fails the spawn closed, never silently,
+ * and what one calls unavailable is probed again (isolation_probe.c). */
 #include "isolation.h"
 
 #include <dlfcn.h>
