@@ -174,15 +174,18 @@ describe("netns = fd", function()
     local name = "hcp-joined-" .. PID
     local holder = start({ "alisten", name, "30" }, { netns = true, pidns = true })
     local ns <close> = assert(holder:nsfd("net"))
+    -- a runtime that is not root may join it only with the user namespace
+    -- that owns it (the next spec's subject)
+    local user <close> = not ROOT and assert(holder:nsfd("user")) or nil
     local mine = kv(assert(core.spawn({ path = tool(), argv = { "nstool", "aconnect", name }, env = {}, cwd = "/",
-      isolation = { netns = ns, pidns = true, caps = true } })):wait().stdout)
+      isolation = { netns = ns, userns = user, pidns = true, caps = true } })):wait().stdout)
     holder:kill("KILL")
     holder:wait()
     assert.equals(0, mine.connect)
     -- an integer works too, and it is the holder's namespace
-    local again = kv(start(nil, { netns = ns:fd(), pidns = true }):wait().stdout)
+    local again = kv(start(nil, { netns = ns:fd(), userns = user and user:fd(), pidns = true }):wait().stdout)
     assert.equals(mine.ns, again.ns)
-    assert.equals(ENETUNREACH, run({ "tconnect", "22" }, { netns = ns }).tconnect)
+    assert.equals(ENETUNREACH, run({ "tconnect", "22" }, { netns = ns, userns = user }).tconnect)
   end)
 
   it("refuses a descriptor that is not a network namespace, and one that is not open; nothing runs", function()
