@@ -286,6 +286,7 @@ local FEATURES = {
   python3 = command("python3", "it drives a pseudo-terminal"),
   script = command("script", "util-linux script(1) gives a pseudo-terminal"),
   runuser = command("runuser", "to act as another user"),
+  unshare = command("unshare", "util-linux unshare(1) makes the user namespace"),
   groff = command("groff"),
   pgrep = command("pgrep"),
 }

@@ -60,6 +60,23 @@ describe("the base view", function()
     end
   end)
 
+  -- root of a user namespace that still runs in the host's mount namespace
+  -- (a container sharing it; spec/without-userns.sh): a call's paths cannot
+  -- be cloned there, so there is no base, and every call still runs
+  S.it({ "init_root", "unshare" }, "is refused to root of a user namespace in the host's mount namespace; "
+    .. "its calls are built from nothing, each of them runs", function()
+    if not CAN then pending(WHY) return end
+    local code = [[local core = require("hcp.core") local hcp = require("hcp")
+      local b, err = core.view_base({ ro = require("hcp.isolation").SYSTEM_READ })
+      local rt = assert(hcp.create({ allow_bins = { "/bin/true" } }))
+      local n = 0
+      for _ = 1, 3 do if rt:exec({ bin = "/bin/true" }).ok then n = n + 1 end end
+      io.write(tostring(b), " ", tostring(err), " ", n)]]
+    local out = S.sh(string.format("unshare --user --map-root-user %s -e %s 2>&1", S.q(S.HCP_LUA), S.q(code)))
+    assert.equals("nil view base: the runtime's mount namespace belongs to another user namespace "
+      .. "(a call's paths cannot be cloned from it) 3", out)
+  end)
+
   it("a call on it sees exactly what a view built from nothing shows", function()
     if not CAN then pending(WHY) return end
     local jail = S.tmpdir("bj-")

@@ -32,6 +32,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
 
 #include "compat.h"
 
@@ -250,6 +252,25 @@ static int base_build(lua_State *L, int ud, viewbase_t *b)
 
 /* ---- Lua ------------------------------------------------------------------- */
 
+/* Whether the mount namespace we are in belongs to our user namespace: a
+ * call's paths are cloned there (open_tree) before it moves to the base's
+ * copy, which takes CAP_SYS_ADMIN over its owner. Root of a user namespace
+ * that still runs in the host's mount namespace (a container that shares
+ * it) has none there: such a runtime builds every view from nothing. */
+static int own_mount_ns(void)
+{
+    struct stat mine, owner;
+    int mnt = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    int user = mnt < 0 ? -1 : ioctl(mnt, NS_GET_USERNS);
+    int ok = user >= 0 && fstat(user, &owner) == 0 && stat("/proc/self/ns/user", &mine) == 0 &&
+             owner.st_ino == mine.st_ino && owner.st_dev == mine.st_dev;
+    if (user >= 0)
+        close(user);
+    if (mnt >= 0)
+        close(mnt);
+    return ok;
+}
+
 /* core.view_base({ ro = {paths}, tmp_mb = n }) -> base | nil, msg, errno */
 static int l_view_base(lua_State *L)
 {
@@ -259,6 +280,10 @@ static int l_view_base(lua_State *L)
     if (geteuid() != 0)
         return luaL_pushfail(L), lua_pushliteral(L, "view base: needs root (a call's binds are cloned "
                                                     "in the host's mount namespace)"),
+               lua_pushinteger(L, EPERM), 3;
+    if (!own_mount_ns())
+        return luaL_pushfail(L), lua_pushliteral(L, "view base: the runtime's mount namespace belongs to another "
+                                                    "user namespace (a call's paths cannot be cloned from it)"),
                lua_pushinteger(L, EPERM), 3;
     if (hcp_helper_fd() < 0)
         return luaL_pushfail(L), lua_pushliteral(L, "view base: needs the spawn helper"),
