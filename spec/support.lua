@@ -290,7 +290,8 @@ local FEATURES = {
   groff = command("groff"),
   pgrep = command("pgrep"),
 }
-for _, layer in ipairs({ "landlock", "seccomp", "netns", "pidns", "userns", "caps", "rlimits", "cgroup" }) do
+for _, layer in ipairs({ "landlock", "seccomp", "netns", "pidns", "userns", "caps", "rlimits", "cgroup", "rootfs",
+  "ipcns" }) do
   FEATURES[layer] = function()
     local l = core.probe()[layer]
     if not l.available then return layer .. " unavailable: " .. tostring(l.reason) end
@@ -313,7 +314,7 @@ end
 local known = {}
 --- Why the host lacks `feature` (nil when it has it). Features: root,
 --- nonroot, init_root, nobody, nobody_runs_build, bwrap, child_proc, the core.probe() layers
---- (landlock, seccomp, netns, pidns, userns, caps, rlimits, cgroup), "layer:X"
+--- (landlock, seccomp, netns, pidns, userns, caps, rlimits, cgroup, rootfs, ipcns), "layer:X"
 --- (the default runtime applies layer X), and the commands cc, python3,
 --- script, runuser, groff, pgrep. A list is checked in order; the first
 --- missing one answers.
