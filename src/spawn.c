@@ -345,106 +345,141 @@ void hcp_push_spawn_error(lua_State *L, const proc_t *p)
         lua_pushfstring(L, "spawn: %s: %s", step, err);
 }
 
-static int l_spawn(lua_State *L)
+/* The caller's options, checked before anything is acquired. The strings
+ * are the options table's (argument 1) or on the stack (stdin at in_idx). */
+struct spawn_opts {
+    const char *path, *beneath, *cwd, *in;
+    size_t in_len;
+    int in_idx, tee[2], capture, streaming, async, ndata;
+    lua_Number max_out, timeout, grace;
+};
+
+/* Stage 1: options, isolation and argv/envp. Caller mistakes raise; a
+ * refusal returns -1 with its message on the stack. */
+static int read_opts(lua_State *L, struct spawn_opts *o, struct hcp_isolation *iso, struct hcp_launch *l)
 {
-    size_t plen, blen = 0, clen, in_len = 0;
-    luaL_checktype(L, 1, LUA_TTABLE);
-    check_known(L);
-    const char *path = opt_path(L, "path", 1, &plen);
-    const char *beneath = opt_path(L, "beneath", 0, &blen);
-    const char *cwd = opt_path(L, "cwd", 1, &clen);
+    size_t plen, blen = 0, clen;
+    o->path = opt_path(L, "path", 1, &plen);
+    o->beneath = opt_path(L, "beneath", 0, &blen);
+    o->cwd = opt_path(L, "cwd", 1, &clen);
     int t = lua_getfield(L, 1, "stdin");
-    int in_idx = lua_gettop(L);
+    o->in_idx = lua_gettop(L);
     if (t != LUA_TNIL && t != LUA_TSTRING)
         luaL_error(L, "spawn: option 'stdin' must be a string");
-    const char *in = t == LUA_TSTRING ? lua_tolstring(L, in_idx, &in_len) : NULL;
-    lua_Number max_out = opt_num(L, "max_output", (lua_Number)DEFAULT_MAX_OUTPUT, 1);
-    lua_Number timeout = opt_num(L, "timeout_ms", -1, 0);
-    lua_Number grace = opt_num(L, "kill_grace_ms", 500, 0);
-    int tee[2] = { opt_fd(L, "tee_stdout"), opt_fd(L, "tee_stderr") };
-    int capture = opt_bool(L, "capture", 1), streaming = opt_bool(L, "stream", 0);
-    int async = opt_bool(L, "async", 0);
-    int ndata = check_data(L);
-    struct hcp_isolation iso;
-    if (hcp_iso_check(L, 1, &iso) < 0)
-        return refuse(L);
+    o->in_len = 0;
+    o->in = t == LUA_TSTRING ? lua_tolstring(L, o->in_idx, &o->in_len) : NULL;
+    o->max_out = opt_num(L, "max_output", (lua_Number)DEFAULT_MAX_OUTPUT, 1);
+    o->timeout = opt_num(L, "timeout_ms", -1, 0);
+    o->grace = opt_num(L, "kill_grace_ms", 500, 0);
+    o->tee[0] = opt_fd(L, "tee_stdout");
+    o->tee[1] = opt_fd(L, "tee_stderr");
+    o->capture = opt_bool(L, "capture", 1);
+    o->streaming = opt_bool(L, "stream", 0);
+    o->async = opt_bool(L, "async", 0);
+    o->ndata = check_data(L);
+    if (hcp_iso_check(L, 1, iso) < 0)
+        return -1;
     /* the proxy takes the child's listeners once it has exec'd: before
      * spawn returns, so a call never runs without the proxy it was promised */
-    if (iso.layers & ISO_EGRESS)
-        async = 0;
-    const char *nul = strlen(path) != plen ? "path"
-                    : beneath && strlen(beneath) != blen ? "beneath"
-                    : strlen(cwd) != clen ? "cwd" : NULL;
+    if (iso->layers & ISO_EGRESS)
+        o->async = 0;
+    const char *nul = strlen(o->path) != plen ? "path"
+                    : o->beneath && strlen(o->beneath) != blen ? "beneath"
+                    : strlen(o->cwd) != clen ? "cwd" : NULL;
     if (nul) {
         lua_pushfstring(L, "spawn: %s contains a NUL byte", nul);
-        return refuse(L);
+        return -1;
     }
-    struct hcp_launch l;
-    if (!(l.argv = build_argv(L)) || !(l.envp = build_envp(L)))
-        return refuse(L);
-    l.cwd = cwd;
-    l.path = path;
-    l.iso = &iso;
-    l.ndata = ndata;
+    if (!(l->argv = build_argv(L)) || !(l->envp = build_envp(L)))
+        return -1;
+    l->cwd = o->cwd;
+    l->path = o->path;
+    l->iso = iso;
+    l->ndata = o->ndata;
+    return 0;
+}
 
+/* Stage 2: the proc, holding nothing yet (safe to collect), at *pidx. */
+static proc_t *new_proc(lua_State *L, const struct spawn_opts *o, int *pidx)
+{
     proc_t *p = lua_newuserdatauv(L, sizeof *p, 3);
     memset(p, 0, sizeof *p);
-    p->state = S_CLOSED;   /* safe to collect before anything is acquired */
+    p->state = S_CLOSED;
     p->pidfd = p->in_fd = p->out[0].fd = p->out[1].fd = -1;
-    p->out[0].tee = tee[0];   /* the caller's fds: never closed here */
-    p->out[1].tee = tee[1];
+    p->out[0].tee = o->tee[0];   /* the caller's fds: never closed here */
+    p->out[1].tee = o->tee[1];
     for (int i = 0; i < NTMP; i++)
         p->tmp[i] = -1;
     luaL_setmetatable(L, PROC_MT);
-    int pidx = lua_gettop(L);
-    if (in) {
-        lua_pushvalue(L, in_idx);
-        lua_setiuservalue(L, pidx, UV_STDIN);
-        p->in_data = in;
-        p->in_len = in_len;
+    *pidx = lua_gettop(L);
+    if (o->in) {
+        lua_pushvalue(L, o->in_idx);
+        lua_setiuservalue(L, *pidx, UV_STDIN);
+        p->in_data = o->in;
+        p->in_len = o->in_len;
     }
     p->netns.net = p->netns.user = -1;
     p->status_fd = p->report_fd = -1;
     p->spawn_step = -1;
-    p->max_output = (size_t)max_out;
-    p->capture = capture;
-    p->streaming = streaming;
+    p->max_output = (size_t)o->max_out;
+    p->capture = o->capture;
+    p->streaming = o->streaming;
+    return p;
+}
 
-    int why, err;
-    err = hcp_exe_open(path, beneath, &p->tmp[T_EXE], &l.script, &why);
+/* Stage 3: the binary (the very file exec'd later), the stdio pipes and the
+ * data fds. 0, or what spawn returns (the proc released). */
+static int open_files(lua_State *L, proc_t *p, const struct spawn_opts *o, struct hcp_launch *l)
+{
+    int why, err = hcp_exe_open(o->path, o->beneath, &p->tmp[T_EXE], &l->script, &why);
     if (err) {
         hcp_proc_release(p);
         if (why == EXE_NOTEXEC)
-            return luaL_pushfail(L), lua_pushfstring(L, "spawn: %s: not a regular executable file", path),
+            return luaL_pushfail(L), lua_pushfstring(L, "spawn: %s: not a regular executable file", o->path),
                    lua_pushinteger(L, err), 3;
         if (why == EXE_ESCAPES)
-            return luaL_pushfail(L), lua_pushfstring(L, "spawn: %s: escapes %s", path, beneath),
+            return luaL_pushfail(L), lua_pushfstring(L, "spawn: %s: escapes %s", o->path, o->beneath),
                    lua_pushinteger(L, err), 3;
-        return hcp_push_oserror(L, err, "spawn: %s", path);
+        return hcp_push_oserror(L, err, "spawn: %s", o->path);
     }
-    const char *step = open_stdio(p, in != NULL);
+    const char *step = open_stdio(p, o->in != NULL);
     if (!step)
-        step = open_data(L, p, ndata);
+        step = open_data(L, p, o->ndata);
     if (step) {
         err = errno;
         hcp_proc_release(p);
         return hcp_push_oserror(L, err, "spawn: %s", step);
     }
-    /* a pooled network namespace is the proc's from here on */
+    l->exe_fd = p->tmp[T_EXE];
+    l->in_fd = p->tmp[T_IN];
+    l->out_fd = p->tmp[T_OUT];
+    l->err_fd = p->tmp[T_ERR];
+    for (int i = 0; i < o->ndata; i++)
+        l->data_fd[i] = p->tmp[T_DATA + i];
+    return 0;
+}
+
+/* Stage 4: what the layers need prepared in the parent — a pooled network
+ * namespace, the Landlock ruleset, the cgroup, the egress socketpair, the
+ * hcp-init status pipe. Fail closed: a layer asked for that cannot be
+ * prepared runs nothing. 0, or what spawn returns (the proc released). */
+static int prepare_layers(lua_State *L, proc_t *p, struct hcp_isolation *iso, struct hcp_launch *l, int async,
+                          int pidx)
+{
     p->root = geteuid() == 0;
     /* a pid namespace, so the call's end is known to be its last process's;
      * no capabilities in the program, so it cannot have changed the
-     * namespace (its loopback up, an address, a route) */
-    p->netns_reuse = iso.netns_pool && (iso.layers & ISO_NETNS) && (iso.layers & ISO_PIDNS) &&
-                     (iso.layers & ISO_CAPS);
+     * namespace (its loopback up, an address, a route); from here on a
+     * pooled namespace is the proc's */
+    p->netns_reuse = iso->netns_pool && (iso->layers & ISO_NETNS) && (iso->layers & ISO_PIDNS) &&
+                     (iso->layers & ISO_CAPS);
     if (p->netns_reuse) {
         p->netns = hcp_netns_take(p->root);
-        iso.netns_fd = p->netns.net;
+        iso->netns_fd = p->netns.net;
         if (!p->root)
-            iso.userns_fd = p->netns.user;
+            iso->userns_fd = p->netns.user;
     }
-    /* Fail closed: a layer asked for that cannot be prepared runs nothing. */
-    err = hcp_iso_prepare(L, 1, &iso, &p->tmp[T_LANDLOCK], &p->tmp[T_CGROUP]);
+    int err = hcp_iso_prepare(L, 1, iso, &p->tmp[T_LANDLOCK], &p->tmp[T_CGROUP]);
     if (err) {
         hcp_proc_release(p);   /* the message is on top of the stack */
         luaL_pushfail(L);
@@ -453,17 +488,17 @@ static int l_spawn(lua_State *L)
         return 3;
     }
     /* issue 14: the proxy's listeners come back from the child on this pair */
-    if ((iso.layers & ISO_EGRESS) && egress_pair(p, &iso) < 0) {
+    if ((iso->layers & ISO_EGRESS) && egress_pair(p, iso) < 0) {
         err = errno;
         hcp_proc_release(p);
         return hcp_push_oserror(L, err, "spawn: isolation: egress: socketpair");
     }
     if (async)   /* a failure reported later names an entry of the plan: keep it */
-        keep_plan(L, pidx, lua_gettop(L), p, &iso);
+        keep_plan(L, pidx, lua_gettop(L), p, iso);
     /* root and a pid namespace: hcp-init is our child, no intermediate;
      * it reports the program's end on a pipe of its own (see spawn.h) */
-    l.status_fd = -1;
-    if ((iso.layers & ISO_PIDNS) && !iso.userns && iso.userns_fd < 0 && p->root && hcp_helper_fd() >= 0) {
+    l->status_fd = -1;
+    if ((iso->layers & ISO_PIDNS) && !iso->userns && iso->userns_fd < 0 && p->root && hcp_helper_fd() >= 0) {
         int sp[2];
         if (pipe2(sp, O_CLOEXEC) < 0) {
             err = errno;
@@ -471,19 +506,22 @@ static int l_spawn(lua_State *L)
             return hcp_push_oserror(L, err, "spawn: pipe");
         }
         p->status_fd = sp[0];
-        l.status_fd = p->tmp[T_STATUS] = sp[1];
+        l->status_fd = p->tmp[T_STATUS] = sp[1];
         (void)nonblock(p->status_fd);
     }
-    l.exe_fd = p->tmp[T_EXE];
-    l.in_fd = p->tmp[T_IN];
-    l.out_fd = p->tmp[T_OUT];
-    l.err_fd = p->tmp[T_ERR];
-    for (int i = 0; i < ndata; i++)
-        l.data_fd[i] = p->tmp[T_DATA + i];
+    return 0;
+}
+
+/* Stage 5: the launch, and the running proc at pidx — or the failure the
+ * child reported, naming its step (and the entry of the plan). */
+static int launch(lua_State *L, proc_t *p, struct hcp_launch *l, const struct spawn_opts *o, int pidx)
+{
+    const struct hcp_isolation *iso = l->iso;
+    const char *step;
+    int err, arg;
     p->t0 = hcp_now_ns();
-    int arg;
-    pid_t pid = hcp_launch(&l, async ? &p->report_fd : NULL, &err, &step, &arg);
-    if (pid > 0 && (iso.layers & ISO_EGRESS) && egress_adopt(p, &iso, pid) < 0) {
+    pid_t pid = hcp_launch(l, o->async ? &p->report_fd : NULL, &err, &step, &arg);
+    if (pid > 0 && (iso->layers & ISO_EGRESS) && egress_adopt(p, iso, pid) < 0) {
         err = errno;
         hcp_proc_release(p);
         return hcp_push_oserror(L, err, "spawn: isolation: egress: the child's listeners");
@@ -493,9 +531,9 @@ static int l_spawn(lua_State *L)
     if (pid < 0) {
         hcp_proc_release(p);
         if (strcmp(step, "isolation: rootfs") == 0)
-            return hcp_push_oserror(L, err, "spawn: %s: %s", step, hcp_rootfs_where(&iso.rootfs, arg));
-        if (strcmp(step, "isolation: stage") == 0 && arg >= 0 && arg < iso.stage.n)
-            return hcp_push_oserror(L, err, "spawn: %s: %s", step, iso.stage.e[arg].path);
+            return hcp_push_oserror(L, err, "spawn: %s: %s", step, hcp_rootfs_where(&iso->rootfs, arg));
+        if (strcmp(step, "isolation: stage") == 0 && arg >= 0 && arg < iso->stage.n)
+            return hcp_push_oserror(L, err, "spawn: %s: %s", step, iso->stage.e[arg].path);
         return hcp_push_oserror(L, err, "spawn: %s", step);
     }
     p->pid = pid;
@@ -509,13 +547,31 @@ static int l_spawn(lua_State *L)
     p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (p->pidfd < 0)
         p->pidfd = -1;
-    if (in && in_len == 0)
+    if (o->in && o->in_len == 0)
         hcp_closefd(&p->in_fd);
-    p->deadline = timeout < 0 ? NEVER : p->t0 + (int64_t)(timeout * 1e6);
-    p->grace = (int64_t)(grace * 1e6);
+    p->deadline = o->timeout < 0 ? NEVER : p->t0 + (int64_t)(o->timeout * 1e6);
+    p->grace = (int64_t)(o->grace * 1e6);
     p->kill_at = NEVER;
     lua_pushvalue(L, pidx);
     return 1;
+}
+
+/* core.spawn(opts): a straight line of the stages above. */
+static int l_spawn(lua_State *L)
+{
+    struct spawn_opts o;
+    struct hcp_isolation iso;
+    struct hcp_launch l;
+    int pidx;
+    luaL_checktype(L, 1, LUA_TTABLE);
+    check_known(L);
+    if (read_opts(L, &o, &iso, &l) < 0)
+        return refuse(L);
+    proc_t *p = new_proc(L, &o, &pidx);
+    int r = open_files(L, p, &o, &l);
+    if (!r)
+        r = prepare_layers(L, p, &iso, &l, o.async, pidx);
+    return r ? r : launch(L, p, &l, &o, pidx);
 }
 
 /* core.spawn_helper() -> the path of the spawn helper isolated children
