@@ -60,6 +60,15 @@ new_root() {
   mkdir -p "$1"
   tar -C "$1" -xf "$work/base.tar"
   cp /etc/resolv.conf "$1/etc/resolv.conf"
+  # the host's own CAs (a TLS proxy's, say), as its apt settings are: without
+  # them npm cannot reach its registry from behind such a proxy. Kept where
+  # update-ca-certificates finds them again when a package triggers it.
+  for ca in /usr/local/share/ca-certificates/*.crt; do
+    [ -f "$ca" ] || continue
+    mkdir -p "$1/usr/local/share/ca-certificates"
+    cp "$ca" "$1/usr/local/share/ca-certificates/"
+    cat "$ca" >> "$1/etc/ssl/certs/ca-certificates.crt"
+  done
   cp "$work/block.sh" "$work/first-line.sh" "$work/rest.sh" "$1/"
 }
 
