@@ -103,13 +103,23 @@ local MAX_DEPTH = 500
 local D = {}
 D.__index = D
 
+-- The path is kept raw while decoding (a key, or an array index) and
+-- spelled only for a message: "ops.q.params[1]".
 function D:fail(fmt, ...)
-  local where = #self.path > 0 and string.format("field %q: ", table.concat(self.path)) or ""
+  local parts = {}
+  for i, v in ipairs(self.path) do
+    parts[i] = math.type(v) == "integer" and string.format("[%d]", v) or ((i > 1 and "." or "") .. v)
+  end
+  local where = #parts > 0 and string.format("field %q: ", table.concat(parts)) or ""
   error({ msg = where .. string.format(fmt, ...) }, 0)
 end
 
 function D:skip(pos)
-  return self.text:find("[^ \t\n\r]", pos) or #self.text + 1
+  local text = self.text
+  local b = text:byte(pos)
+  -- most calls land on the token itself: no pattern needed
+  if b ~= 32 and b ~= 10 and b ~= 13 and b ~= 9 then return b and pos or #text + 1 end
+  return text:find("[^ \t\n\r]", pos + 1) or #text + 1
 end
 
 local ESC = { ['"'] = '"', ["\\"] = "\\", ["/"] = "/", b = "\b", f = "\f", n = "\n", r = "\r", t = "\t" }
@@ -141,8 +151,14 @@ function D:string(pos)
     if not s then self:fail("unterminated string") end
     if s > pos then
       local run = text:sub(pos, s - 1)
-      local ok, bad = utf8.len(run)
-      if not ok then self:fail("invalid UTF-8 at byte %d", pos + bad - 1) end
+      -- a text that is valid UTF-8 as a whole has no bad run: its runs end
+      -- at ASCII bytes
+      if not self.utf8 then
+        local ok, bad = utf8.len(run)
+        if not ok then self:fail("invalid UTF-8 at byte %d", pos + bad - 1) end
+      end
+      -- the common string: one run, no escape
+      if text:byte(s) == 34 and #parts == 0 then return run, s + 1 end
       parts[#parts + 1] = run
     end
     local c = text:sub(s, s)
@@ -194,11 +210,12 @@ function D:value(pos, depth)
   if depth > MAX_DEPTH then self:fail("nested deeper than %d", MAX_DEPTH) end
   pos = self:skip(pos)
   local text = self.text
+  local b = text:byte(pos)
+  if b == 123 then return self:object(pos + 1, depth) end -- {
+  if b == 91 then return self:array(pos + 1, depth) end -- [
+  if b == 34 then return self:string(pos + 1) end -- "
+  if b and ((b >= 48 and b <= 57) or b == 45 or b == 43 or b == 46) then return self:number(pos) end -- 0-9 - + .
   local c = text:sub(pos, pos)
-  if c == "{" then return self:object(pos + 1, depth) end
-  if c == "[" then return self:array(pos + 1, depth) end
-  if c == '"' then return self:string(pos + 1) end
-  if c:match("^[-+.%d]$") then return self:number(pos) end
   local word = text:match("^[%w_]+", pos)
   if LITERALS[word] ~= nil then return LITERALS[word], pos + #word end
   if c == "" then self:fail("unexpected end of input") end
@@ -212,16 +229,18 @@ function D:array(pos, depth)
   if self.text:sub(pos, pos) == "]" then return t, pos + 1 end
   local path = self.path
   local base = #path
+  local text, n = self.text, 0
   while true do
-    path[base + 1] = string.format("[%d]", #t + 1)
+    n = n + 1
+    path[base + 1] = n
     local v
     v, pos = self:value(pos, depth + 1)
-    t[#t + 1] = v
+    t[n] = v
     path[base + 1] = nil
     pos = self:skip(pos)
-    local c = self.text:sub(pos, pos)
-    if c == "]" then return t, pos + 1 end
-    if c ~= "," then self:fail("expected , or ] at byte %d", pos) end
+    local c = text:byte(pos)
+    if c == 93 then return t, pos + 1 end -- ]
+    if c ~= 44 then self:fail("expected , or ] at byte %d", pos) end -- ,
     pos = pos + 1
   end
 end
@@ -232,24 +251,25 @@ function D:object(pos, depth)
   if self.text:sub(pos, pos) == "}" then return t, pos + 1 end
   local path = self.path
   local base = #path
+  local text = self.text
   while true do
-    if self.text:sub(pos, pos) ~= '"' then self:fail("expected a key at byte %d", pos) end
+    if text:byte(pos) ~= 34 then self:fail("expected a key at byte %d", pos) end -- "
     local key
     key, pos = self:string(pos + 1)
-    path[base + 1] = (base > 0 and "." or "") .. key
+    path[base + 1] = key
     if seen[key] then self:fail("duplicate key") end
     seen[key] = true
     pos = self:skip(pos)
-    if self.text:sub(pos, pos) ~= ":" then self:fail("expected : at byte %d", pos) end
+    if text:byte(pos) ~= 58 then self:fail("expected : at byte %d", pos) end -- :
     local v
     v, pos = self:value(pos + 1, depth + 1)
     -- null members are kept as json.null: "absent" is the reader's decision
     t[key] = v
     path[base + 1] = nil
     pos = self:skip(pos)
-    local c = self.text:sub(pos, pos)
-    if c == "}" then return t, pos + 1 end
-    if c ~= "," then self:fail("expected , or } at byte %d", pos) end
+    local c = text:byte(pos)
+    if c == 125 then return t, pos + 1 end -- }
+    if c ~= 44 then self:fail("expected , or } at byte %d", pos) end -- ,
     pos = self:skip(pos + 1)
   end
 end
@@ -261,7 +281,7 @@ function M.decode(text)
   if type(text) ~= "string" then
     return nil, "expected a JSON string, got " .. type(text)
   end
-  local d = setmetatable({ text = text, path = {} }, D)
+  local d = setmetatable({ text = text, path = {}, utf8 = utf8.len(text) ~= nil }, D)
   local ok, v, pos = pcall(D.value, d, 1, 0)
   if not ok then
     if type(v) == "table" then return nil, v.msg end
