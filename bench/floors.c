@@ -6,8 +6,13 @@
  * interleaved, N rounds, at the cadence given (ms of idle before each).
  *
  *   floors N GAP_MS [CGROUP_DIR]
+ *   floors par K N
  *
- * Prints one line per case: "<name>\t<median us>\t<p90 us>". */
+ * Prints one line per case: "<name>\t<median us>\t<p90 us>". The last
+ * case is auto's whole kernel sequence in one child, measured rather than
+ * summed. `par`: K processes starting N children each, back to back, first
+ * by posix_spawn, then with auto's sequence: "par\t<case>\t<calls/s>" —
+ * the floor of K calls in flight. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -100,7 +105,7 @@ static int build_ruleset(void)
 }
 
 enum { C_SPAWN, C_VFORK, C_SETSID, C_IPCNS, C_NETNS, C_SETNS, C_MNTNS, C_PIDNS, C_PIDMAX, C_SECCOMP,
-       C_CAPS, C_LANDLOCK, C_LANDLOCK_PRE, C_CGROUP, NCASES };
+       C_CAPS, C_LANDLOCK, C_LANDLOCK_PRE, C_CGROUP, C_AUTO, NCASES };
 static const char *const names[NCASES] = {
     "posix_spawn+wait (reference)", "clone(VM|VFORK)+exec", "+ setsid (a session: an autogroup)",
     "+ fresh IPC namespace", "+ fresh network namespace", "+ setns into an existing netns",
@@ -108,6 +113,7 @@ static const char *const names[NCASES] = {
     "+ seccomp filter, 36 instructions", "+ capabilities dropped (41 prctl)",
     "+ Landlock, 39 rules built and applied", "+ Landlock, a ruleset built once, applied",
     "+ cgroup.procs write (join a cgroup)",
+    "auto's sequence in one child (measured)",
 };
 
 static volatile int current;
@@ -160,6 +166,32 @@ static int child(void *arg)
         waitpid(p, &st, 0);
         _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 89);
     }
+    case C_AUTO: {   /* what the helper does for auto, in its order */
+        if (unshare(CLONE_NEWIPC) || setns(netns_fd, CLONE_NEWNET) || unshare(CLONE_NEWNS | CLONE_NEWPID))
+            _exit(91);
+        pid_t p = fork();
+        if (p == 0) {
+            int fd = open("/proc/sys/kernel/pid_max", O_WRONLY);
+            if (fd < 0 || write(fd, "513", 3) != 3)
+                _exit(92);
+            close(fd);
+            pid_t q = fork();
+            if (q == 0) {
+                load_filter();
+                drop_caps();
+                if (syscall(SYS_landlock_restrict_self, ruleset_fd, 0))
+                    _exit(93);
+                execve("/bin/true", argv_true, envp);
+                _exit(99);
+            }
+            int st;
+            waitpid(q, &st, 0);
+            _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 94);
+        }
+        int st;
+        waitpid(p, &st, 0);
+        _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 95);
+    }
     default: break;
     }
     execve("/bin/true", argv_true, envp);
@@ -175,7 +207,7 @@ static double sample(int c)
     current = c;
     if (c == C_LANDLOCK)
         ruleset_fd = build_ruleset();
-    else if (c == C_LANDLOCK_PRE)
+    else if (c == C_LANDLOCK_PRE || c == C_AUTO)
         ruleset_fd = prebuilt_fd;
     if (c == C_SPAWN)
         posix_spawn(&pid, "/bin/true", NULL, NULL, argv_true, envp);
@@ -189,12 +221,9 @@ static double sample(int c)
     return now_us() - t0;
 }
 
-int main(int argc, char **argv)
+/* A network namespace to join, made once; a Landlock ruleset built once. */
+static void setup(void)
 {
-    if (argc < 3)
-        return fprintf(stderr, "usage: floors N GAP_MS [CGROUP_DIR/cgroup.procs]\n"), 2;
-    int n = atoi(argv[1]), gap = atoi(argv[2]);
-    cgroup_dir = argc > 3 ? argv[3] : NULL;
     int p[2];
     if (pipe(p) == 0) {   /* a network namespace to join, made once */
         pid_t h = fork();
@@ -211,12 +240,47 @@ int main(int argc, char **argv)
         kill(h, SIGKILL);
         waitpid(h, NULL, 0);
     }
+    prebuilt_fd = build_ruleset();
+}
+
+/* K processes, N children each, back to back: calls/s of case c. */
+static double parallel(int c, int k, int n)
+{
+    double t0 = now_us();
+    for (int i = 0; i < k; i++)
+        if (fork() == 0) {
+            for (int j = 0; j < n; j++)
+                if (sample(c) < 0)
+                    _exit(1);
+            _exit(0);
+        }
+    int st, bad = 0;
+    for (int i = 0; i < k; i++)
+        if (wait(&st) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            bad = 1;
+    return bad ? -1 : k * n / ((now_us() - t0) / 1e6);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "par") == 0) {
+        int k = atoi(argv[2]), n = atoi(argv[3]);
+        setup();
+        printf("par\tposix_spawn\t%.0f\n", parallel(C_SPAWN, k, n));
+        printf("par\tauto\t%.0f\n", netns_fd >= 0 && prebuilt_fd >= 0 ? parallel(C_AUTO, k, n) : -1.0);
+        return 0;
+    }
+    if (argc < 3)
+        return fprintf(stderr, "usage: floors N GAP_MS [CGROUP_DIR/cgroup.procs] | floors par K N\n"), 2;
+    int n = atoi(argv[1]), gap = atoi(argv[2]);
+    cgroup_dir = argc > 3 ? argv[3] : NULL;
+    setup();
     double *s = calloc((size_t)n * NCASES, sizeof *s);
     int skip[NCASES] = { 0 };
     skip[C_SETNS] = netns_fd < 0;
     skip[C_CGROUP] = cgroup_dir == NULL;
-    prebuilt_fd = build_ruleset();
     skip[C_LANDLOCK_PRE] = prebuilt_fd < 0;
+    skip[C_AUTO] = netns_fd < 0 || prebuilt_fd < 0;
     for (int r = 0; r < n; r++)
         for (int k = 0; k < NCASES; k++) {
             int c = (r + k) % NCASES;

@@ -67,3 +67,26 @@ for _, gap in ipairs(lib.CADENCES) do
       gap > 0 and "30 ms idle" or "back to back", sum, sum / ref))
   end
 end
+-- and measured: the whole sequence in one child (the last row)
+for _, gap in ipairs(lib.CADENCES) do
+  local rows = by_gap[gap]
+  local last, ref = rows[#rows], rows[1].med
+  if last.med and ref then
+    print(string.format("auto's kernel floor, %s, measured in one child: %.0f us = %.2fx posix_spawn",
+      gap > 0 and "30 ms idle" or "back to back", last.med, last.med / ref))
+  end
+end
+
+-- The floor of 8 calls in flight: 8 processes starting children back to
+-- back, by posix_spawn and with auto's sequence (calls/s)
+local par = {}
+local pp = assert(io.popen(string.format("%s/bench_floors par 8 %d", lib.q(build), math.max(50, lib.N // 2))))
+for line in pp:lines() do
+  local what, rate = line:match("^par\t([^\t]+)\t(%S+)$")
+  if what then par[what] = tonumber(rate) end
+end
+pp:close()
+if par.posix_spawn and par.auto and par.auto > 0 then
+  print(string.format("8 in flight, kernel floor: auto's sequence %.0f calls/s against posix_spawn %.0f calls/s = %.2f "
+    .. "(target for the runtime: >= 0.60)", par.auto, par.posix_spawn, par.auto / par.posix_spawn))
+end
