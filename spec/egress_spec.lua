@@ -115,9 +115,12 @@ local function seen(pattern)
   return F.requests(S, W):find(pattern) ~= nil
 end
 
-local function each_driver(name, fn)
+-- `needs`: host features beyond these (S.lacks), checked at definition time
+local function each_driver(name, fn, needs)
+  local lacks = needs and S.lacks(needs)
   for _, driver in ipairs({ "local", "bwrap" }) do
     it(name .. " [" .. driver .. "]", function()
+      if lacks then pending(lacks) return end
       if MISSING then pending(MISSING) return end
       if not NETNS then pending("this host cannot make a network namespace") return end
       if driver == "bwrap" and BWRAP_ERR then pending("bwrap unavailable: " .. BWRAP_ERR) return end
@@ -259,7 +262,7 @@ describe("egress through the call's proxy", function()
     assert.is_false(e.allowed)
     assert.is_false(seen("/via%-dns"))
     assert.is_true(entry(res, "127.0.0.1:" .. H4).allowed)
-  end)
+  end, { "localhost" })
 
   each_driver("8 concurrent calls with different allow-lists never see each other's hosts", function(driver)
     local packs, script = {}, "for i in 1 2 3 4 5 6 7 8; do curl -s -o /dev/null -w \"%{http_code} \" "
@@ -480,7 +483,7 @@ describe("egress through the call's proxy", function()
       assert.matches("^" .. F.CONTENT .. 'egress: "localhost" resolves to ', part)
     end
     assert.equal(4, n, out)
-  end)
+  end, { "localhost" })
 
   it("isolation \"minimal\" and native-local still run a call that declares hosts behind its proxy", function()
     if MISSING then pending(MISSING) return end

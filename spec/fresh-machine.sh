@@ -60,6 +60,9 @@ new_root() {
   mkdir -p "$1"
   tar -C "$1" -xf "$work/base.tar"
   cp /etc/resolv.conf "$1/etc/resolv.conf"
+  # a Debian machine has its localhost lines (the installer writes them); a
+  # minbase root has no /etc/hosts at all
+  [ -e "$1/etc/hosts" ] || printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' > "$1/etc/hosts"
   # the host's own CAs (a TLS proxy's, say), as its apt settings are: without
   # them npm cannot reach its registry from behind such a proxy. Kept where
   # update-ca-certificates finds them again when a package triggers it.

@@ -208,7 +208,8 @@ describe("netns = fd", function()
 
   -- as nobody, who needs user namespaces of its own (root of the initial
   -- one, to become nobody)
-  S.it({ "nobody_userns" }, "a non-root runtime joins it with the user namespace that owns it (userns = fd)", function()
+  S.it({ "nobody_userns", "nobody_runs_build" }, "a non-root runtime joins it with the user namespace that owns it "
+    .. "(userns = fd)", function()
     local dir = assert(core.mkdtemp("/var/tmp", "hcp-nsnb-"))
     finally(function() core.rmtree(dir) end)
     assert(os.execute("chmod 755 " .. S.q(dir)))

@@ -286,6 +286,11 @@ local FEATURES = {
   python3 = command("python3", "it drives a pseudo-terminal"),
   script = command("script", "util-linux script(1) gives a pseudo-terminal"),
   runuser = command("runuser", "to act as another user"),
+  -- the name resolves on this host (a root without /etc/hosts has none)
+  localhost = function()
+    local out = S.sh("getent ahosts localhost 2>&1")
+    if not out:match("127%.0%.0%.1") and not out:match("::1") then return "localhost does not resolve on this host" end
+  end,
   unshare = command("unshare", "util-linux unshare(1) makes the user namespace"),
   groff = command("groff"),
   pgrep = command("pgrep"),
@@ -315,8 +320,8 @@ local known = {}
 --- Why the host lacks `feature` (nil when it has it). Features: root,
 --- nonroot, init_root, nobody, nobody_runs_build, bwrap, child_proc, the core.probe() layers
 --- (landlock, seccomp, netns, pidns, userns, caps, rlimits, cgroup, rootfs, ipcns), "layer:X"
---- (the default runtime applies layer X), and the commands cc, python3,
---- script, runuser, groff, pgrep. A list is checked in order; the first
+--- (the default runtime applies layer X), localhost (the name resolves),
+--- and the commands cc, python3, script, runuser, unshare, groff, pgrep. A list is checked in order; the first
 --- missing one answers.
 ---@param needs string|string[]
 ---@return string? reason
