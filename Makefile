@@ -42,7 +42,7 @@ DEB_PKGS := lua5.4 liblua5.4-dev lua-cjson lua-busted lua-argparse lua-check \
             libreadline-dev gcc make pkg-config \
             jq sqlite3 bc libxml2-utils git qrencode bubblewrap \
             procps groff-base lua-luv lua-cqueues \
-            luarocks zsh nodejs curl openssl python3 man-db file
+            luarocks zsh nodejs curl openssl python3 man-db file iproute2
 # make deps: where apt keeps its package lists, the apt-get to run, and the
 # sudo a user who is not root is told to use (empty: `su -c` instead).
 APT_LISTS ?= /var/lib/apt/lists
