@@ -133,6 +133,12 @@ int hcp_probe_key(char *key, size_t size);
 int hcp_probe_cache_path(const char *key, char *path, size_t size);
 int hcp_probe_cache_read(const char *path, const char *key, void *blob, size_t blob_size);
 int hcp_probe_cache_write(const char *path, const char *key, const void *blob, size_t blob_size);
+/* The per-boot caches' directory (probe_cache.c): $HCP_RUNTIME_DIR, else
+ * /run/hcp-lua for root, $XDG_RUNTIME_DIR/hcp-lua otherwise — made if
+ * missing, and only if it is ours alone (0700). 0, or -1: no cache here. */
+int hcp_runtime_dir(char *dir, size_t size);
+int hcp_own_dir(const char *dir);
+unsigned long long hcp_fnv1a(const char *s);
 
 /* ---- network namespaces kept for reuse (netns_pool.c) -------------------- */
 

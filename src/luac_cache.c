@@ -12,6 +12,7 @@
  * loads modules its own way. */
 #include "hcp_core.h"
 #include "hcp_lua.h"
+#include "isolation.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,22 +24,6 @@
 #include <unistd.h>
 
 static char cache_dir[PATH_MAX];
-
-static int own_dir(const char *dir)
-{
-    struct stat st;
-    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-        return 0;
-    return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077) == 0;
-}
-
-static unsigned long long fnv(const char *s)
-{
-    unsigned long long h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
 
 /* A compiled chunk: the file's bytes, if the file is ours alone. */
 static char *read_own(const char *path, size_t *len)
@@ -98,7 +83,7 @@ static int searcher(lua_State *L)
     struct stat st;
     char path[PATH_MAX];
     if (stat(src, &st) < 0 ||
-        (size_t)snprintf(path, sizeof path, "%s/%016llx-%llx-%llx-%lld.%ld.luac", cache_dir, fnv(src),
+        (size_t)snprintf(path, sizeof path, "%s/%016llx-%llx-%llx-%lld.%ld.luac", cache_dir, hcp_fnv1a(src),
                          (unsigned long long)st.st_ino, (unsigned long long)st.st_size,
                          (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec) >= sizeof path) {
         lua_pushfstring(L, "\n\tno compiled '%s'", name);
@@ -121,20 +106,10 @@ static int searcher(lua_State *L)
 
 void hcp_luac_install(lua_State *L)
 {
-    const char *off = getenv("HCP_LUAC_CACHE"), *xdg = getenv("XDG_RUNTIME_DIR"), *own = getenv("HCP_RUNTIME_DIR");
+    const char *off = getenv("HCP_LUAC_CACHE");
     char base[PATH_MAX - 16];
-    if (off && strcmp(off, "0") == 0)
-        return;
-    if (own && own[0] == '/' && strlen(own) < sizeof base)
-        snprintf(base, sizeof base, "%s", own);
-    else if (geteuid() == 0)
-        snprintf(base, sizeof base, "/run/hcp-lua");
-    else if (xdg && xdg[0] == '/' && strlen(xdg) < sizeof base - 32)
-        snprintf(base, sizeof base, "%s/hcp-lua", xdg);
-    else
-        return;
-    if ((size_t)snprintf(cache_dir, sizeof cache_dir, "%s/luac", base) >= sizeof cache_dir ||
-        !own_dir(base) || !own_dir(cache_dir))
+    if ((off && strcmp(off, "0") == 0) || hcp_runtime_dir(base, sizeof base) < 0 ||
+        (size_t)snprintf(cache_dir, sizeof cache_dir, "%s/luac", base) >= sizeof cache_dir || !hcp_own_dir(cache_dir))
         return;
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "searchers");

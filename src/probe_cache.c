@@ -108,8 +108,9 @@ int hcp_probe_key(char *key, size_t size)
     return len < KEY_MAX - 1 ? (int)len : -1;
 }
 
-/* A directory that is ours alone (made if missing). */
-static int own_dir_ok(const char *dir)
+/* A directory that is ours alone (made if missing, mode 0700): the only
+ * place a per-boot cache is trusted from. */
+int hcp_own_dir(const char *dir)
 {
     struct stat st;
     if (mkdir(dir, 0700) < 0 && errno != EEXIST)
@@ -117,9 +118,9 @@ static int own_dir_ok(const char *dir)
     return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077) == 0;
 }
 
-/* FNV-1a of the key: one file per key, so runtimes of different builds or
+/* FNV-1a: one cache file per key, so runtimes of different builds or
  * cgroups side by side do not overwrite each other's. */
-static unsigned long long fnv(const char *s)
+unsigned long long hcp_fnv1a(const char *s)
 {
     unsigned long long h = 1469598103934665603ULL;
     for (; *s; s++)
@@ -127,24 +128,28 @@ static unsigned long long fnv(const char *s)
     return h;
 }
 
+int hcp_runtime_dir(char *dir, size_t size)
+{
+    const char *xdg = getenv("XDG_RUNTIME_DIR"), *own = getenv("HCP_RUNTIME_DIR");
+    int w;
+    if (own && own[0] == '/')
+        w = snprintf(dir, size, "%s", own);
+    else if (geteuid() == 0)
+        w = snprintf(dir, size, "/run/hcp-lua");
+    else if (xdg && xdg[0] == '/')
+        w = snprintf(dir, size, "%s/hcp-lua", xdg);
+    else
+        return -1;
+    return w < 0 || (size_t)w >= size || !hcp_own_dir(dir) ? -1 : 0;
+}
+
 int hcp_probe_cache_path(const char *key, char *path, size_t size)
 {
     const char *off = getenv("HCP_PROBE_CACHE");
-    if (off && strcmp(off, "0") == 0)
+    char dir[PATH_MAX - 64];
+    if ((off && strcmp(off, "0") == 0) || hcp_runtime_dir(dir, sizeof dir) < 0)
         return -1;
-    char dir[PATH_MAX];
-    const char *xdg = getenv("XDG_RUNTIME_DIR"), *own = getenv("HCP_RUNTIME_DIR");
-    if (own && own[0] == '/' && strlen(own) < sizeof dir - 16)
-        snprintf(dir, sizeof dir, "%s", own);
-    else if (geteuid() == 0)
-        snprintf(dir, sizeof dir, "/run/hcp-lua");
-    else if (xdg && xdg[0] == '/' && strlen(xdg) < sizeof dir - 16)
-        snprintf(dir, sizeof dir, "%s/hcp-lua", xdg);
-    else
-        return -1;
-    if (!own_dir_ok(dir))
-        return -1;
-    int w = snprintf(path, size, "%s/probe-%ld-%016llx", dir, (long)geteuid(), fnv(key));
+    int w = snprintf(path, size, "%s/probe-%ld-%016llx", dir, (long)geteuid(), hcp_fnv1a(key));
     return w < 0 || (size_t)w >= size ? -1 : 0;
 }
 
