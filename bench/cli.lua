@@ -11,12 +11,7 @@ local build = assert(arg[1], "usage: cli.lua BUILD_DIR")
 local q = lib.q
 local HCP = build .. "/bin/hcp"
 
-local function which(name)
-  local p = io.popen("command -v " .. name .. " 2>/dev/null")
-  local out = p:read("l")
-  p:close()
-  return out
-end
+local which = lib.which
 
 -- ---- hcp run --------------------------------------------------------------
 local function run_section()

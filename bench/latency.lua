@@ -18,12 +18,7 @@ local BWRAP = { "bwrap", "--unshare-all", "--ro-bind", "/usr", "/usr", "--symlin
   "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev",
   "/bin/true" }
 
-local function which(name)
-  local p = io.popen("command -v " .. name .. " 2>/dev/null")
-  local out = p:read("l")
-  p:close()
-  return out
-end
+local which = lib.which
 
 local function worker(name, packs, iso, heap, mode)
   return lib.sampler(name, string.format("%s bench/worker.lua %s %s %d %s", q(HCP_LUA), q(packs), iso, heap,

@@ -26,6 +26,14 @@ end
 
 local poller
 --- Sleep `ms` milliseconds without spinning (the machine is idle meanwhile).
+--- The path of a command on $PATH, or nil.
+function M.which(name)
+  local p = io.popen("command -v " .. name .. " 2>/dev/null")
+  local out = p:read("l")
+  p:close()
+  return out
+end
+
 function M.sleep_ms(ms)
   poller = poller or assert(core.poller())
   poller:arm(ms)
