@@ -307,12 +307,7 @@ local function shell(script, iso, extra)
   return run({ "/bin/sh", "-c", script }, iso, extra)
 end
 
---- "k=v" lines (several per line allowed) into a table; numbers converted.
-local function kv(out)
-  local t = {}
-  for k, v in out:gmatch("([%w_]+)=(%S+)") do t[k] = tonumber(v) or v end
-  return t
-end
+local kv = S.kv
 
 local function cap(out, name)
   return out:match(name .. ":%s*(%x+)")

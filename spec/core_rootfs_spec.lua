@@ -100,11 +100,7 @@ local function helper()
   return HELPER
 end
 
-local function kv(out)
-  local t = {}
-  for k, v in (out or ""):gmatch("([%w_]+)=(%S+)") do t[k] = tonumber(v) or v end
-  return t
-end
+local kv = S.kv
 
 local function eventually(f)
   for _ = 1, 100 do

@@ -321,28 +321,7 @@ describe("isolation: fail closed", function()
   -- ENOSYS, as on a kernel without Landlock
   local nolandlock
   setup(function()
-    nolandlock = S.cc("nolandlock", [[
-#include <errno.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stddef.h>
-#include <stdio.h>
-#include <sys/prctl.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-  struct sock_filter f[] = {
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-    BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 444, 0, 2),
-    BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, 446, 1, 0),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  struct sock_fprog prog = { sizeof f / sizeof f[0], f };
-  if (argc < 2 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) return 99;
-  execvp(argv[1], argv + 1);
-  return 98;
-}
-]])
+    nolandlock = S.cc("nolandlock", S.NOLANDLOCK_C)
   end)
 
   local function lua_under_nolandlock(code)

@@ -81,6 +81,41 @@ function S.cc(name, source)
   return compiled[name]
 end
 
+--- "k=v" pairs of a program's output (several per line allowed) as a
+--- table, numbers converted.
+---@param out string?
+---@return table
+function S.kv(out)
+  local t = {}
+  for k, v in (out or ""):gmatch("([%w_]+)=(%S+)") do t[k] = tonumber(v) or v end
+  return t
+end
+
+-- A wrapper (S.cc it) that runs a command with the Landlock syscalls
+-- (444-446) answering ENOSYS, as on a kernel without Landlock.
+S.NOLANDLOCK_C = [[
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  struct sock_filter f[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 444, 0, 2),
+    BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, 446, 1, 0),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = { sizeof f / sizeof f[0], f };
+  if (argc < 2 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) return 99;
+  execvp(argv[1], argv + 1);
+  return 98;
+}
+]]
+
 --- Run a shell command, return its stdout and exit status.
 function S.sh(cmd)
   local p = io.popen(cmd, "r")

@@ -172,11 +172,7 @@ local function tool()
   return TOOL
 end
 
-local function kv(out)
-  local t = {}
-  for k, v in (out or ""):gmatch("([%w_]+)=(%S+)") do t[k] = tonumber(v) or v end
-  return t
-end
+local kv = S.kv
 
 local function eventually(f, ms)
   for _ = 1, (ms or 5000) / 50 do
