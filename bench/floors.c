@@ -7,12 +7,16 @@
  *
  *   floors N GAP_MS [CGROUP_DIR]
  *   floors par K N
+ *   floors sample
  *
  * Prints one line per case: "<name>\t<median us>\t<p90 us>". The last
  * case is auto's whole kernel sequence in one child, measured rather than
  * summed. `par`: K processes starting N children each, back to back, first
  * by posix_spawn, then with auto's sequence: "par\t<case>\t<calls/s>" —
- * the floor of K calls in flight. */
+ * the floor of K calls in flight. `sample`: bench/sampler.c's protocol —
+ * each line "<k>" on stdin starts one child, k = 0 by posix_spawn, k = 1
+ * with auto's sequence, and answers "<us> <status>" — so bench/latency.lua
+ * takes the floor interleaved with its own cases, in the same run. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -261,8 +265,24 @@ static double parallel(int c, int k, int n)
     return bad ? -1 : k * n / ((now_us() - t0) / 1e6);
 }
 
+/* The sampler protocol of bench/sampler.c, for the floor of auto's call. */
+static int serve(void)
+{
+    char line[64];
+    setup();
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    while (fgets(line, sizeof line, stdin)) {
+        int k = atoi(line);
+        double t = k == 0 ? sample(C_SPAWN) : k == 1 && netns_fd >= 0 && prebuilt_fd >= 0 ? sample(C_AUTO) : -1;
+        printf("%.1f %d\n", t < 0 ? -1.0 : t, t < 0 ? 1 : 0);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "sample") == 0)
+        return serve();
     if (argc == 4 && strcmp(argv[1], "par") == 0) {
         int k = atoi(argv[2]), n = atoi(argv[3]);
         setup();
@@ -271,7 +291,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc < 3)
-        return fprintf(stderr, "usage: floors N GAP_MS [CGROUP_DIR/cgroup.procs] | floors par K N\n"), 2;
+        return fprintf(stderr, "usage: floors N GAP_MS [CGROUP_DIR/cgroup.procs] | floors par K N | floors sample\n"), 2;
     int n = atoi(argv[1]), gap = atoi(argv[2]);
     cgroup_dir = argc > 3 ? argv[3] : NULL;
     setup();

@@ -39,6 +39,15 @@ local function cases()
     { key = "heap", name = "rt:exec auto, 1 GiB Lua heap", s = worker("heap", six, "auto", 1024) },
     { key = "packs", name = "rt:exec auto, 1000 packs loaded", s = worker("packs", thousand, "auto", 0) },
   }
+  -- the floor of auto, in the same rounds: its kernel sequence in one C child
+  local floor = lib.sampler("floor", build .. "/bench_floors sample")
+  local _, fst = floor:sample(1)
+  if fst == 0 then
+    list[#list + 1] = { key = "floor", name = "auto's kernel sequence (C floor)", s = floor, k = 1 }
+  else
+    print("floor of auto: not measurable here (bench_floors sample 1 failed), row left out")
+    floor:close()
+  end
   if bwrap then list[#list + 1] = { key = "bwrap", name = "bwrap --unshare-all /bin/true", s = c, k = 1 } end
   local node = which("node")
   if node then
@@ -70,6 +79,7 @@ local TARGETS = {
   auto = { "spawn", 1.5, "<= 1.50x posix_spawn" },
   minimal = { "spawn", 1.15, "<= 1.15x posix_spawn" },
   engine = { "spawn", nil, "no target: minimal's spawn without the call pipeline" },
+  floor = { "spawn", nil, "no target: the kernel sequence every auto call pays" },
   heap = { "auto", 1.1, "<= 1.10x auto (small heap)" },
   packs = { "auto", 1.05, "<= 1.05x auto (6 packs)" },
   bwrap = { "auto", 1.0, "auto faster (ratio auto/this < 1)", true },
@@ -98,6 +108,21 @@ local function report(list, by_gap)
   end
 end
 
+-- Whether "faster than Node" is possible at all: Node's whole spawnSync
+-- against the floor of auto from the same rounds (above 1: the layers alone
+-- cost more than Node's call without any).
+local function floor_note(by_gap)
+  local row = {}
+  for _, gap in ipairs(lib.CADENCES) do
+    local s = by_gap[gap]
+    if not (s.floor and s.node) then return end
+    row[#row + 1] = string.format("%s %.2f", gap == 0 and "back to back" or (gap .. " ms idle"),
+      lib.stats(s.floor) / lib.stats(s.node))
+  end
+  print("floor of auto / node spawnSync (above 1: no call with auto's layers can beat node): "
+    .. table.concat(row, ", "))
+end
+
 local list = cases()
 local by_gap = {}
 for _, gap in ipairs(lib.CADENCES) do by_gap[gap] = measure(list, gap) end
@@ -105,5 +130,6 @@ print(string.format("per-call latency, %d calls per case and cadence, interleave
   table.concat(assert(hcp.create({})):layers(), ",")))
 print("(bwrap and node rows: ratio = auto / that case, below 1 when auto is faster)")
 report(list, by_gap)
+floor_note(by_gap)
 for _, cs in ipairs(list) do cs.s:close() end
 lib.cleanup()
