@@ -139,6 +139,28 @@ describe("the compiled-module cache of hcp", function()
     assert.equals(want, out)
   end)
 
+  it("keeps one file per source: compiling a changed source removes what its earlier versions left", function()
+    local dir = private_dir()
+    hcp_in(dir, "--version")
+    local files = cache_files(dir .. "/luac", "%.luac$")
+    table.sort(files)
+    local victim = files[1]
+    local prefix = victim:match("([^/]+)$"):sub(1, 17)
+    -- what an earlier version of the same source left (another inode, size, mtime)
+    local stale = dir .. "/luac/" .. prefix .. "1-2-3.4.luac"
+    S.write(stale, S.read(victim))
+    assert(os.execute("chmod 600 " .. q(stale)))
+    -- a file of another source stays
+    local other = files[2]
+    os.remove(victim) -- the source is compiled again, as after an edit
+    local out, code = hcp_in(dir, "--version")
+    assert.equals(0, code, out)
+    assert.is_nil(core.kind(stale), "a file of an earlier version was left")
+    assert.equals("file", core.filetype(victim))
+    assert.equals("file", core.filetype(other))
+    assert.equals(#files, #cache_files(dir .. "/luac", "%.luac$"))
+  end)
+
   it("is not used with HCP_LUAC_CACHE=0, nor in a directory others may write", function()
     local dir = private_dir()
     hcp_in(dir, "--version", "HCP_LUAC_CACHE=0")

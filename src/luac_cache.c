@@ -7,9 +7,13 @@
  * modification time, in a directory only the interpreter's uid may write —
  * $HCP_RUNTIME_DIR/luac when set, else /run/hcp-lua/luac for root,
  * $XDG_RUNTIME_DIR/hcp-lua/luac otherwise, no cache without one; a file is used only if it is a regular file owned by
- * us, mode 0600. A changed source has another name: it is compiled again.
- * HCP_LUAC_CACHE=0 turns it off. Only in hcp-lua: a library user's Lua
- * loads modules its own way. */
+ * us, mode 0600. A changed source has another name: it is compiled again,
+ * and the files compiled from its earlier versions are removed, so the
+ * directory (on tmpfs: memory) holds one file per source path, not one per
+ * edit. The searcher takes the place of Lua's own: a module that is not on
+ * package.path is looked for there once, not twice (cjson.safe, a C module,
+ * was searched for in eight places twice). HCP_LUAC_CACHE=0 turns it off.
+ * Only in hcp-lua: a library user's Lua loads modules its own way. */
 #include "hcp_core.h"
 #include "hcp_lua.h"
 #include "isolation.h"
@@ -19,6 +23,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,6 +49,25 @@ static char *read_own(const char *path, size_t *len)
     return buf;
 }
 
+/* Removes what was compiled from earlier versions of the same source: the
+ * other files of the cache whose names start with the same path hash
+ * ("<16 hex digits>-"). A reader that had one open keeps its copy; one
+ * about to open it finds none and compiles the source. */
+static void drop_older(const char *path)
+{
+    const char *name = strrchr(path, '/') + 1;
+    DIR *d = opendir(cache_dir);
+    if (!d)
+        return;
+    int dfd = dirfd(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, name, 17) == 0 && strcmp(e->d_name, name) != 0 &&
+            strlen(e->d_name) > 6 && strcmp(e->d_name + strlen(e->d_name) - 5, ".luac") == 0)
+            unlinkat(dfd, e->d_name, 0);
+    closedir(d);
+}
+
 static int dump_writer(lua_State *L, const void *p, size_t sz, void *ud)
 {
     (void)L;
@@ -66,6 +90,8 @@ static void store(lua_State *L, const char *path)
     bad = fclose(f) != 0 || bad;
     if (bad || rename(tmp, path) < 0)
         unlink(tmp);
+    else
+        drop_older(path);
 }
 
 /* package.searchers entry: loader, filename, or a message. */
@@ -78,27 +104,26 @@ static int searcher(lua_State *L)
     lua_getfield(L, -3, "path");
     lua_call(L, 2, 2);
     if (lua_isnil(L, -2))
-        return 1;   /* the message: the next searcher says the same */
+        return 1;   /* the message, as Lua's own searcher gives it */
     const char *src = lua_tostring(L, -2);
     struct stat st;
     char path[PATH_MAX];
-    if (stat(src, &st) < 0 ||
-        (size_t)snprintf(path, sizeof path, "%s/%016llx-%llx-%llx-%lld.%ld.luac", cache_dir, hcp_fnv1a(src),
-                         (unsigned long long)st.st_ino, (unsigned long long)st.st_size,
-                         (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec) >= sizeof path) {
-        lua_pushfstring(L, "\n\tno compiled '%s'", name);
-        return 1;
-    }
+    int keyed = stat(src, &st) == 0 &&
+                (size_t)snprintf(path, sizeof path, "%s/%016llx-%llx-%llx-%lld.%ld.luac", cache_dir, hcp_fnv1a(src),
+                                 (unsigned long long)st.st_ino, (unsigned long long)st.st_size,
+                                 (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec) < sizeof path;
     size_t len;
-    char *chunk = read_own(path, &len);
+    char *chunk = keyed ? read_own(path, &len) : NULL;
     int r = chunk ? luaL_loadbufferx(L, chunk, len, src, "b") : LUA_ERRFILE;
     free(chunk);
     if (r != LUA_OK) {
         if (chunk)
             lua_pop(L, 1);
+        /* the source, as Lua's own searcher would load it (and say why not) */
         if (luaL_loadfilex(L, src, "t") != LUA_OK)
             return luaL_error(L, "error loading module '%s' from file '%s':\n\t%s", name, src, lua_tostring(L, -1));
-        store(L, path);
+        if (keyed)
+            store(L, path);
     }
     lua_pushstring(L, src);
     return 2;
@@ -113,12 +138,7 @@ void hcp_luac_install(lua_State *L)
         return;
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "searchers");
-    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
-    for (lua_Integer i = n; i >= 2; i--) {   /* in at 2: after the preload searcher */
-        lua_rawgeti(L, -1, i);
-        lua_rawseti(L, -2, i + 1);
-    }
     lua_pushcfunction(L, searcher);
-    lua_rawseti(L, -2, 2);
+    lua_rawseti(L, -2, 2);   /* Lua's own file searcher's place: after preload, before C modules */
     lua_pop(L, 2);
 }
