@@ -79,6 +79,28 @@ describe("hcp run / hcpx", function()
     assert.equal("sandbox", res.sandbox)
   end)
 
+  it("ends without collecting its Lua state only once all is closed: every byte out, nothing left in TMPDIR",
+    function()
+      -- hcp run skips lua_close after its runtime closed (src/hcp_lua.c,
+      -- may_skip_close): what is buffered must still arrive, and the
+      -- private directory must be gone, for a child's success and failure
+      local tmp = S.tmpdir("cli-tmp-")
+      local env = { env = "TMPDIR=" .. q(tmp) }
+      local out, _, code = run(HCP .. " run " .. EX .. " jq -n 'range(200000)'", env)
+      assert.equal(0, code)
+      assert.equal(200000, select(2, out:gsub("\n", "")))
+      assert.truthy(out:find("\n199999\n$"))
+      out, _, code = run(HCP .. " run --json " .. EX .. " jq -n 'range(50000)'", env)
+      assert.equal(0, code)
+      local res = assert(json.decode(out))
+      assert.equal(50000, select(2, res.stdout:gsub("\n", "")))
+      local _, err
+      _, err, code = run(HCP .. " run " .. EX .. " jq -n 'error(\"boom\")'", env)
+      assert.equal(5, code)
+      assert.matches("boom", err)
+      assert.same({}, core.listdir(tmp))
+    end)
+
   it("hcpx PACK ARGS is hcp run", function()
     local out, _, code = run(HCPX .. " " .. EX .. " jq -n '\"x\"'")
     assert.equal('"x"\n', out)

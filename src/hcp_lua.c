@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <lualib.h>
@@ -464,6 +465,25 @@ static int pmain(lua_State *L)
 
 /* ---- hcp / hcpx -------------------------------------------------------- */
 
+/* Whether the process may end without lua_close: the command says it
+ * closed everything it opened (cli.closed_all, after `hcp run`'s runtime
+ * closed: its private directory is gone, its calls reaped), and no child
+ * of ours is left, not even one to reap. What lua_close would still do is
+ * free memory and close descriptors, which the exit does; exit() flushes
+ * the stdio streams Lua's io library writes through. That saves the
+ * collection of the whole state, ~0.4 ms of every `hcp run`. */
+static int skip_close;
+
+static int may_skip_close(lua_State *L, int cli)
+{
+    siginfo_t si;
+    lua_getfield(L, cli, "closed_all");
+    int closed = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    memset(&si, 0, sizeof si);
+    return closed && waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD;
+}
+
 /* exit code = require("hcp.cli").main(name, {args...}) */
 static int pcli(lua_State *L)
 {
@@ -499,6 +519,8 @@ static int pcli(lua_State *L)
         lua_rawseti(L, -2, i);
     }
     status = hcp_lua_report(L, hcp_lua_docall(L, 2, 1));
+    if (status == LUA_OK)
+        skip_close = may_skip_close(L, lua_absindex(L, -2));
     if (status != LUA_OK) {
         lua_pushinteger(L, 1);
     } else if (lua_isnoneornil(L, -1) || lua_isboolean(L, -1)) {
@@ -544,6 +566,7 @@ int main(int argc, char **argv)
         code = status == LUA_OK && lua_toboolean(L, -1) ? EXIT_SUCCESS : EXIT_FAILURE;
     hcp_lua_report(L, status);
     /* Closing runs __gc/__close, which kill and reap any child still alive. */
-    lua_close(L);
+    if (!skip_close)
+        lua_close(L);
     return code;
 }

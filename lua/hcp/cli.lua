@@ -193,6 +193,10 @@ local function cmd_run(a)
     end
   end
   rt:close()
+  -- everything this command opened is closed: the process may end without
+  -- collecting its Lua state (see hcp_lua.c, pcli), unless a cgroup is
+  -- still to be removed
+  M.closed_all = not require("hcp.isolation").cleanup_pending()
   if not res.ok and res.exit == 0 then return 1 end
   return res.exit or 126
 end

@@ -340,6 +340,15 @@ M._exit_guard = setmetatable({}, { __gc = function()
   end
 end })
 
+--- Whether a call's cgroup is still waiting to be removed (the exit guard
+--- retries it): a process that exits without closing its Lua state would
+--- leave it behind.
+---@return boolean
+function M.cleanup_pending()
+  retry_busy()
+  return next(busy_cgroups) ~= nil
+end
+
 -- A pids cgroup for the call: its dir and the cleanup, or nil.
 local function call_cgroup(procs)
   local parent = parent_cgroup()
