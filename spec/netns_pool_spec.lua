@@ -164,6 +164,78 @@ describe("netns = \"pool\"", function()
   end)
 end)
 
+-- The children of this process, by pid (the prefill's holder is one).
+local function children()
+  local out = {}
+  for tid in (S.sh("ls /proc/" .. PID .. "/task") or ""):gmatch("%d+") do
+    for c in (S.read("/proc/" .. PID .. "/task/" .. tid .. "/children") or ""):gmatch("%d+") do out[c] = true end
+  end
+  return out
+end
+
+-- Takes every pooled namespace (the pool holds at most 16): 17 calls kept
+-- running, and the namespaces they are in.
+local function drain()
+  local holders, seen = {}, {}
+  for i = 1, 17 do
+    local p = start({ "alisten", "hcp-drain-" .. PID .. "-" .. i, "30" })
+    holders[i] = p
+    seen[assert(S.sh("readlink /proc/" .. p:pid() .. "/ns/net"):match("net:%S+"))] = true
+  end
+  return holders, seen
+end
+
+local function kill_all(holders)
+  for _, p in ipairs(holders) do p:kill("KILL") end
+  for _, p in ipairs(holders) do p:wait() end
+end
+
+describe("a network namespace made ahead (core.netns_prefill)", function()
+  it("is fresh, not the runtime's, and taken by the next pooled call while the pool is empty", function()
+    if not HAS then pending(WHY) return end
+    if not ROOT then
+      assert.is_false(core.netns_prefill()) -- root only: a call makes its own
+      return
+    end
+    local holders, taken = drain()
+    local before = children()
+    assert.is_true(core.netns_prefill())
+    assert.is_false(core.netns_prefill()) -- one is on its way: not a second
+    local ahead
+    for c in pairs(children()) do if not before[c] then ahead = c end end
+    assert.is_string(ahead, "no holder process was started")
+    local r = run({ "aconnect", "hcp-drain-" .. PID .. "-1" })
+    kill_all(holders)
+    local own = S.sh("readlink /proc/" .. PID .. "/ns/net"):match("net:%S+")
+    assert.is_string(r.ns)
+    assert.not_equals(own, r.ns)
+    assert.is_nil(taken[r.ns], "a namespace in use by another call was lent")
+    assert.equals(ECONNREFUSED, r.connect) -- nothing of another call's is in it
+    -- the call ended on its own: its namespace is pooled as any other
+    assert.equals(r.ns, run().ns)
+    assert.is_false(core.netns_prefill()) -- and with one pooled, none is made
+    -- the holder is gone: its namespace lives on in the pool alone
+    core.netns_prefill_cancel()
+    assert.is_nil(children()[ahead])
+  end)
+
+  it("one that no call took is ended, and its holder reaped, by the runtime's close", function()
+    if not HAS then pending(WHY) return end
+    if not ROOT then pending("root only: a runtime that is not root makes none ahead") return end
+    local holders = drain()
+    local before = children()
+    assert.is_true(core.netns_prefill())
+    local ahead
+    for c in pairs(children()) do if not before[c] then ahead = c end end
+    assert.is_string(ahead)
+    local rt = assert(require("hcp").create({ allow_bins = { "/bin/true" } }))
+    rt:close()
+    kill_all(holders)
+    assert.is_nil(children()[ahead], "the holder is still a child of the runtime")
+    assert.is_nil(S.read("/proc/" .. ahead .. "/status"), "the holder is still running")
+  end)
+end)
+
 describe("netns = fd", function()
   it("joins that namespace: a listener in it is reachable, the host's loopback is not", function()
     if not HAS then pending(WHY) return end

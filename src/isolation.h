@@ -150,6 +150,8 @@ struct hcp_netns hcp_netns_take(int root);
 void hcp_netns_give(struct hcp_netns ns, int root);
 /* The namespaces a running child is in: /proc/<pid>/ns/net (and user). */
 struct hcp_netns hcp_netns_of(pid_t pid, int with_user);
+/* core.netns_prefill / core.netns_prefill_cancel (a namespace made ahead). */
+void hcp_register_netns_pool(lua_State *L);
 
 /* ---- the constructed root (rootfs.c) ------------------------------------ */
 

@@ -9,13 +9,26 @@
  * killed or timed out gives nothing back (its processes may still be
  * dying). Without capabilities nothing else of a network namespace can be
  * changed (its loopback stays down, no address, route or filter can be
- * set): the next call finds what a fresh one has. spec/netns_pool_spec.lua. */
+ * set): the next call finds what a fresh one has. spec/netns_pool_spec.lua.
+ *
+ * Made ahead (core.netns_prefill, root only): while the pool is empty, the
+ * first call of a runtime starts `hcp-spawn hold` in a fresh network
+ * namespace as its first step, and takes that namespace when it spawns — so
+ * the ~0.5 ms of making one runs on another CPU while the call's Lua stages
+ * run, instead of in the child after them. The holder runs nothing but the
+ * helper's wait for its stdin to close; no process but it was ever in the
+ * namespace, which is what a fresh one is. */
 #include "isolation.h"
+#include "spawn.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #define POOL_MAX 16
@@ -31,14 +44,125 @@ static void close_ns(struct hcp_netns ns)
         close(ns.user);
 }
 
+/* The holder of a namespace made ahead: its pid, the read end of its exec
+ * report (EOF: exec'd, so its namespace exists), the write end of its
+ * stdin (closed: it exits); `done`: an ended holder still to be reaped. */
+static struct { pid_t pid, done; int report, in; } ahead = { -1, -1, -1, -1 };
+
+static void reap_done(int block)
+{
+    if (ahead.done > 0 && waitpid(ahead.done, NULL, block ? 0 : WNOHANG) != 0)
+        ahead.done = -1;   /* reaped, or not ours to reap any more (ECHILD) */
+}
+
+/* Ends the holder (the lock held): it exits once its stdin closes, and is
+ * reaped later rather than waited for now. */
+static void end_ahead(void)
+{
+    hcp_closefd(&ahead.in);
+    hcp_closefd(&ahead.report);
+    reap_done(1);   /* an earlier one, long gone */
+    ahead.done = ahead.pid;
+    ahead.pid = -1;
+}
+
+/* The namespace made ahead, once its holder has exec'd (the lock held). */
+static struct hcp_netns take_ahead(void)
+{
+    struct hcp_netns ns = { -1, -1 };
+    struct pollfd pfd = { ahead.report, POLLIN, 0 };
+    struct hcp_child_err e;
+    ssize_t n = -1;
+    while (poll(&pfd, 1, -1) < 0 && errno == EINTR)
+        ;
+    do
+        n = read(ahead.report, &e, sizeof e);
+    while (n < 0 && errno == EINTR);
+    if (n == 0)   /* exec'd: its namespace was made; a record would be a failure */
+        ns = hcp_netns_of(ahead.pid, 0);
+    end_ahead();
+    return ns;
+}
+
 struct hcp_netns hcp_netns_take(int root)
 {
     struct hcp_netns ns = { -1, -1 };
     pthread_mutex_lock(&lock);
     if (pools[root != 0].n > 0)
         ns = pools[root != 0].ns[--pools[root != 0].n];
+    else if (root && ahead.pid > 0)
+        ns = take_ahead();
+    reap_done(0);
     pthread_mutex_unlock(&lock);
     return ns;
+}
+
+/* Starts the holder of a fresh namespace (the lock held). 0, or -1. */
+static int start_ahead(void)
+{
+    int in[2], report, err = 0, arg;
+    const char *step = "pipe";
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null < 0 || pipe2(in, O_CLOEXEC) < 0)
+        return null >= 0 ? close(null) : 0, -1;
+    struct hcp_isolation iso;
+    memset(&iso, 0, sizeof iso);
+    iso.layers = ISO_NETNS;
+    iso.landlock_fd = iso.cgroup_fd = iso.cap_last = iso.netns_fd = iso.userns_fd = iso.egress_fd = -1;
+    iso.uid = 0;
+    iso.gid = 0;
+    char *argv[] = { "hcp-spawn", "hold", NULL }, *envp[] = { NULL };
+    struct hcp_launch l = { "hcp-spawn", hcp_helper_fd(), 0, 0, { -1, -1, -1, -1 }, in[0], null, null,
+                            "/", argv, envp, &iso, -1, 0, -1 };
+    pid_t pid = hcp_launch(&l, &report, &err, &step, &arg);
+    close(in[0]);
+    close(null);
+    if (pid < 0) {
+        close(in[1]);
+        return -1;
+    }
+    ahead.pid = pid;
+    ahead.report = report;
+    ahead.in = in[1];
+    return 0;
+}
+
+/* core.netns_prefill() -> true when a namespace is being made ahead, false
+ * when none is needed (one is pooled or on its way) or possible here (not
+ * root, no helper, or the start failed: the call makes its own then). */
+static int l_netns_prefill(lua_State *L)
+{
+    int started = 0;
+    if (geteuid() == 0 && hcp_helper_fd() >= 0) {
+        pthread_mutex_lock(&lock);
+        reap_done(0);
+        if (pools[1].n == 0 && ahead.pid < 0)
+            started = start_ahead() == 0;
+        pthread_mutex_unlock(&lock);
+    }
+    lua_pushboolean(L, started);
+    return 1;
+}
+
+/* core.netns_prefill_cancel(): ends a holder not taken (a runtime's close),
+ * and reaps the ended ones. */
+static int l_netns_prefill_cancel(lua_State *L)
+{
+    (void)L;
+    pthread_mutex_lock(&lock);
+    if (ahead.pid > 0)
+        end_ahead();
+    reap_done(1);
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+
+void hcp_register_netns_pool(lua_State *L)
+{
+    lua_pushcfunction(L, l_netns_prefill);
+    lua_setfield(L, -2, "netns_prefill");
+    lua_pushcfunction(L, l_netns_prefill_cancel);
+    lua_setfield(L, -2, "netns_prefill_cancel");
 }
 
 void hcp_netns_give(struct hcp_netns ns, int root)

@@ -345,7 +345,21 @@ end
 
 --- Stage "prepare": the driver's jail for this call. Returns nil, "busy"
 --- while another call or process holds the workspace (the call waits).
+-- issue 12: a call the pool will serve has its network namespace made
+-- ahead, by a process of its own on another CPU, while these stages run
+-- (src/netns_pool.c; nothing when one is pooled already).
+local function netns_ahead(self)
+  local env = self.env
+  if env.driver.name ~= "local" or not env.layers.caps then return end
+  local sockets = isolation.sockets_for(env.sockets, self.pack and self.pack.name)
+  local network = self.egress ~= nil and self.egress.unrestricted
+  if sockets and isolation.pools_netns(env.layers, { network = network, sockets = sockets, egress = self.egress }) then
+    core.netns_prefill()
+  end
+end
+
 function Call:prepare()
+  netns_ahead(self)
   local drv = self.env.driver
   local ctx, err = drv:prepare({ pack = self.pack, principal = self.req.principal or "default", mode = self.ws.mode,
     network = self.egress ~= nil and self.egress.unrestricted, uses_files = self.plan_.uses_files, owner = self,

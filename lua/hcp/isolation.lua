@@ -519,6 +519,17 @@ end
 ---@field driver string?  "local" (default) or "bwrap"
 ---@field egress hcp.EgressPlan? what the call may reach (hcp.egress.for_call)
 
+--- Whether a call's network namespace comes from the core's pool: a pid
+--- namespace (so its end is its last process's), no network, no granted
+--- socket, and no egress proxy (whose listeners need a namespace of its own).
+---@param layers table<string, boolean> from choose()
+---@param call { network: boolean?, sockets: table?, egress: hcp.EgressPlan? }
+---@return boolean
+function M.pools_netns(layers, call)
+  return layers.netns and layers.pidns and not call.network and #(call.sockets or {}) == 0
+    and not egress.proxied(call.egress) or false
+end
+
 --- The isolation table for one core.spawn, the layer names applied, the
 --- cleanup, and the child's view (hcp.view) — or nil and a refusal.
 ---@param layers table<string, boolean> from choose()
@@ -542,7 +553,7 @@ function M.for_call(layers, call)
     -- a network namespace lent by the core's pool (one call at a time, taken
     -- back only from a call that ended on its own: src/netns_pool.c); not
     -- when a granted socket could carry one of its sockets out to a service
-    spec.netns = (layers.pidns and #(call.sockets or {}) == 0) and "pool" or true
+    spec.netns = M.pools_netns(layers, call) and "pool" or true
     applied[#applied + 1] = "netns"
   end
   for _, l in ipairs({ "ipcns", "pidns", "caps" }) do

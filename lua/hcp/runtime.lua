@@ -7,6 +7,7 @@
 ---@class hcp.runtime
 local M = {}
 
+local core = require("hcp.core")
 local options = require("hcp.options")
 local packs = require("hcp.packs")
 local call = require("hcp.call")
@@ -220,6 +221,7 @@ function Runtime:close()
   if self._closed then return end
   self._closed = true
   self._loop:close(self._collecting)
+  core.netns_prefill_cancel() -- a namespace made ahead that no call took
   self._host.private:remove()
   if self._env.audit then self._env.audit:close() end
 end
