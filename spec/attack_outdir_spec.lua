@@ -80,6 +80,22 @@ S.each_driver("attack: out_dir at a home directory", function(driver, case)
     rt2:close()
   end)
 
+  case("with option packs (hcp run), a pack not loaded is protected too, also one reached through a link", function()
+    -- jq's root lies outside the pack dir, reached through a link: only its
+    -- own root (not the pack dir) covers it
+    S.mkdir(home .. "/elsewhere")
+    S.must_sh(string.format("mv %s %s && ln -s ../elsewhere/jq %s", S.q(home .. "/packs/jq"),
+      S.q(home .. "/elsewhere/jq"), S.q(home .. "/packs/jq")))
+    local before = S.read(home .. "/elsewhere/jq/hcp.json")
+    local only = runtime({ packs = { "qrencode" } })
+    assert.equal(1, #only:packs())
+    local res = png(only, "elsewhere/jq/hcp.json")
+    assert.equal(126, res.exit)
+    assert.matches("lies in a directory the runtime protects", res.error)
+    assert.equal(before, S.read(home .. "/elsewhere/jq/hcp.json"))
+    only:close()
+  end)
+
   case("the state dir is never reached, not even through a link to it", function()
     local res = png(rt, "state/x.png")
     assert.matches("lies in a directory the runtime protects", res.error)

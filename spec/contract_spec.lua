@@ -112,6 +112,42 @@ describe("contract §1 manifests", function()
     assert.equal(1, #rt:packs())
     assert.equal("name", rt:problems()[1].field)
   end)
+
+  it("option packs loads only the packs it names; a manifest that could be one of them keeps its problem", function()
+    local parent = S.tmpdir("only-")
+    S.pack(S.manifest("want", "env"), parent)
+    S.pack(S.manifest("other", "pwd"), parent)
+    S.pack('{"hcp":1,"name":"broken","wrap":{"bin":"env","timeout_ms":-5}}', parent, "broken")
+    S.pack("{not json", parent, "garbage")
+    S.pack('{"hcp":1,"wrap":{"bin":"env"}}', parent, "nameless")
+    local rt = assert(hcp.create({ pack_dirs = { parent }, packs = { "want" } }))
+    assert.same({ "want" }, { rt:packs()[1].name, rt:packs()[2] })
+    local allowed = table.concat(rt:allowlist(), " ")
+    assert.matches("env", allowed)
+    assert.not_matches("pwd", allowed) -- the other pack's bin is not allowed
+    local files = {}
+    for _, p in ipairs(rt:problems()) do files[#files + 1] = p.file:match("([^/]+)/hcp%.json$") end
+    table.sort(files)
+    -- the unreadable one and the nameless one could have been "want"; the
+    -- broken one is another pack's, not validated
+    assert.same({ "garbage", "nameless" }, files)
+    assert.equal('envelope: no pack named "other"', rt:call({ pack = "other" }).error)
+    assert.is_true(rt:call({ pack = "want" }).ok)
+    assert.same({ nil, 'hcp.create: option "packs" must be a table, got string' }, { hcp.create({ packs = "want" }) })
+    assert.matches('option "packs"', select(2, hcp.create({ packs = { 1 } })))
+  end)
+
+  it("option packs: the first valid pack of a name wins, as when all are loaded", function()
+    local a, b, c = S.tmpdir("a-"), S.tmpdir("b-"), S.tmpdir("c-")
+    S.pack('{"hcp":1,"name":"x","wrap":{"bin":"env","timeout_ms":-5}}', a, "x")
+    S.pack(S.manifest("x", "pwd"), b)
+    S.pack(S.manifest("x", "env"), c)
+    local all = assert(hcp.create({ pack_dirs = { a, b, c } }))
+    local only = assert(hcp.create({ pack_dirs = { a, b, c }, packs = { "x" } }))
+    assert.equal("/usr/bin/pwd", all:packs()[1].path)
+    assert.equal(all:packs()[1].root, only:packs()[1].root)
+    assert.equal(1, #only:packs())
+  end)
 end)
 
 describe("contract §1 ops", function()

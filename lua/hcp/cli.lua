@@ -167,7 +167,12 @@ end
 
 local function cmd_run(a)
   a.replace_default = true -- a rerun of `qrencode -o out.png` replaces out.png, as the tool itself would
-  local rt, err = open_runtime(a)
+  -- only the pack called is loaded: the other manifests are not validated
+  -- (start-up stays flat in their number), their roots still protected
+  local rt, err = open_runtime(a, function(opts)
+    opts.packs = { a.pack }
+    return opts
+  end)
   if not rt then say("%s", err); return 126 end
   local req = { pack = a.pack, args = a.args }
   -- a piped stdin goes to the child; a terminal does not (the call would

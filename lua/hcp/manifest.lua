@@ -108,16 +108,25 @@ end
 ---@param root string pack root (absolute)
 ---@return hcp.Pack? pack, hcp.Problem[] problems
 function M.load(root)
+  local doc, file, problems = M.read(root)
+  if doc == nil then return nil, problems end
+  return M.validate(doc, file, root)
+end
+
+--- Read and decode one pack root's manifest, without validating it.
+---@param root string pack root (absolute)
+---@return any doc decoded JSON (nil when unreadable or not JSON), string file, hcp.Problem[]? problems
+function M.read(root)
   local file = root .. "/" .. MANIFEST
   local text, err = core.read_file(file, M.MAX_MANIFEST_BYTES)
   if not text then
-    return nil, { { file = file, field = "", message = "cannot read: " .. tostring(err) } }
+    return nil, file, { { file = file, field = "", message = "cannot read: " .. tostring(err) } }
   end
   local doc, jerr = json.decode(text)
   if doc == nil then
-    return nil, { { file = file, field = "", message = "invalid JSON: " .. tostring(jerr) } }
+    return nil, file, { { file = file, field = "", message = "invalid JSON: " .. tostring(jerr) } }
   end
-  return M.validate(doc, file, root)
+  return doc, file
 end
 
 --- Discover pack roots in one `pack_dirs` entry: the entry itself when it

@@ -21,7 +21,7 @@ M.BASE_LAYERS = { "allowlist", "jail", "clean_env", "close_fds", "setsid", "no_n
 M.DRIVERS = { ["local"] = "hcp.driver.local", bwrap = "hcp.driver.bwrap" }
 
 local TYPES = {
-  pack_dirs = "table", sandbox = "boolean", native_local = "boolean", allow_bins = "table",
+  pack_dirs = "table", packs = "table", sandbox = "boolean", native_local = "boolean", allow_bins = "table",
   bindings = "table", policy = "table", isolation = "any", state_dir = "string",
   search_path = "string", out_dir = "string", driver = "string", strict = "boolean",
   max_output = "number", max_timeout_ms = "number", run_as = "table", sockets = "table",
@@ -101,6 +101,7 @@ end
 ---@field max_output integer
 ---@field max_timeout_ms integer? the most a request's timeout_ms may ask for (default: the pack's own)
 ---@field pack_dirs string[]
+---@field only table<string, true>? option packs: the names to load, nil for all
 ---@field strict boolean
 ---@field run_as { uid: integer, gid: integer } whom a root runtime's child runs as
 ---@field sockets table<string, string[]> unix socket paths the operator grants, per pack or "*"
@@ -141,6 +142,13 @@ function M.read(opts)
   cfg.pack_dirs = opts.pack_dirs or require("hcp.config").env_pack_dirs() or {}
   local ok, perr = check.string_list(cfg.pack_dirs, "hcp.create: option \"pack_dirs\"")
   if not ok then return nil, perr end
+  -- only these packs of pack_dirs (hcp run loads the one it calls)
+  if opts.packs then
+    ok, perr = check.string_list(opts.packs, "hcp.create: option \"packs\"")
+    if not ok then return nil, perr end
+    cfg.only = {}
+    for _, name in ipairs(opts.packs) do cfg.only[name] = true end
+  end
   cfg.state_dir = opts.state_dir and core.normalize(opts.state_dir)
   -- where relative --output/-o values are written back and inputs staged
   -- from: none unless the operator says (hcp run/call use the cwd)

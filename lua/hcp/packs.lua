@@ -12,6 +12,7 @@ local sandbox = require("hcp.sandbox")
 ---@field list hcp.Pack[]           in load order
 ---@field by_name table<string, hcp.Pack>
 ---@field problems hcp.Problem[]
+---@field skipped string[]          roots of packs not asked for (option packs): protected all the same
 
 -- Resolve once, at load: a bin planted later earlier in a path cannot
 -- change what an allow-listed name means.
@@ -42,20 +43,40 @@ local function append(list, items)
   for _, p in ipairs(items) do list[#list + 1] = p end
 end
 
---- Load every pack of `dirs`.
+-- One root: validated and added, unless `only` names packs and the
+-- manifest's name is not one of them (or is taken already: the first valid
+-- pack of a name wins, as when all are loaded). A manifest that cannot be
+-- read or decoded could be any pack's: its problem is kept either way.
+local function load_root(reg, root, lookup, only)
+  local doc, file, problems = manifest.read(root)
+  if doc == nil then
+    append(reg.problems, problems)
+    return
+  end
+  -- a manifest without a name of its own could be the one asked for: it is
+  -- validated, and its problems kept
+  local named = type(doc) == "table" and type(doc.name) == "string"
+  if only and named and (not only[doc.name] or reg.by_name[doc.name]) then
+    reg.skipped[#reg.skipped + 1] = root
+    return
+  end
+  local pack
+  pack, problems = manifest.validate(doc, file, root)
+  append(reg.problems, problems)
+  if pack then add(reg, pack, lookup) end
+end
+
+--- Load the packs of `dirs`: every one, or those `only` names.
 ---@param dirs string[]
 ---@param lookup string where bare bin names are looked up
+---@param only table<string, true>? the names to load (nil: all)
 ---@return hcp.Registry
-function M.load(dirs, lookup)
-  local reg = { list = {}, by_name = {}, problems = {} }
+function M.load(dirs, lookup, only)
+  local reg = { list = {}, by_name = {}, problems = {}, skipped = {} }
   for _, dir in ipairs(dirs) do
     local roots, dproblems = manifest.discover(dir)
     append(reg.problems, dproblems)
-    for _, root in ipairs(roots) do
-      local pack, problems = manifest.load(root)
-      append(reg.problems, problems)
-      if pack then add(reg, pack, lookup) end
-    end
+    for _, root in ipairs(roots) do load_root(reg, root, lookup, only) end
   end
   return reg
 end

@@ -48,6 +48,8 @@ local function host_refs(self)
   if not self._host_refs then
     local roots = {}
     for i, p in ipairs(self._reg.list) do roots[i] = p.root end
+    -- the packs not loaded (option packs) are as much out of a call's reach
+    table.move(self._reg.skipped, 1, #self._reg.skipped, #roots + 1, roots)
     self._host_refs = workspace.host_ref_opts(self._cfg.host_cfg, roots, self._host.private:path())
   end
   return self._host_refs
@@ -59,7 +61,7 @@ end
 function M.create(opts)
   local cfg, err = options.read(opts)
   if not cfg then return nil, err end
-  local reg = packs.load(cfg.pack_dirs, cfg.lookup)
+  local reg = packs.load(cfg.pack_dirs, cfg.lookup, cfg.only)
   if cfg.strict and #reg.problems > 0 then return nil, manifest.format_problem(reg.problems[1]) end
   local host = { state_dir = cfg.state_dir, private = private.new(),
     locks = locks.new(), search_path = cfg.search_path, run_as = cfg.run_as }
