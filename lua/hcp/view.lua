@@ -35,11 +35,6 @@ M.BWRAP_MAX_ARGS = 9000
 ---@field bin string
 ---@field bin_beneath string?
 
---- The view of one call. The pack root is read-only in every mode: in mode
---- none it is the cwd, but a program that writes gets its private
---- directory (TMPDIR) and its file-flag outputs, never the pack.
----@param c hcp.ViewCall
----@return hcp.View
 local function under_any(list, p)
   for _, base in ipairs(list) do
     if p == base or p:sub(1, #base + 1) == base .. "/" then return true end
@@ -47,6 +42,11 @@ local function under_any(list, p)
   return false
 end
 
+--- The view of one call. The pack root is read-only in every mode: in mode
+--- none it is the cwd, but a program that writes gets its private
+--- directory (TMPDIR) and its file-flag outputs, never the pack.
+---@param c hcp.ViewCall
+---@return hcp.View
 function M.paths(c)
   local ro, rw = {}, {}
   for _, p in ipairs(c.system) do ro[#ro + 1] = p end
