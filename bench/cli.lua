@@ -14,29 +14,47 @@ local HCP = build .. "/bin/hcp"
 local which = lib.which
 
 -- ---- hcp run --------------------------------------------------------------
+-- What `hcp run` adds, and where it goes, from the same rounds: the
+-- interpreter alone (hcp-lua -e ''), the interpreter with every module of
+-- hcp loaded (hcp --version, which argparse answers before any runtime),
+-- both against /bin/true; the rest is the runtime, the call and the exit.
+local RUN_CASES = { "jq", "run", "true", "interp", "modules" }
+
+local function run_samples(s, n, gap)
+  local t = {}
+  for _, k in ipairs(RUN_CASES) do t[k] = {} end
+  for i = 1, n do
+    for j = 0, #RUN_CASES - 1 do
+      local k = (i + j) % #RUN_CASES + 1
+      if gap > 0 then lib.sleep_ms(gap) end
+      local us, st = s:sample(k - 1)
+      if st ~= 0 then error("bench: " .. RUN_CASES[k] .. " failed (status " .. tostring(st) .. ")") end
+      local l = t[RUN_CASES[k]]
+      l[#l + 1] = us
+    end
+  end
+  local m = {}
+  for k, l in pairs(t) do m[k] = { lib.stats(l) } end
+  return m
+end
+
 local function run_section()
   local jq = which("jq")
   if not jq then print("hcp run: no jq on this host, skipped") return end
-  local s = lib.sampler("run", string.format("%s/bench_sampler %s -n 1 -- %s run --pack-dir packs-examples jq -n 1",
-    q(build), jq, HCP))
+  local s = lib.sampler("run", string.format("%s/bench_sampler %s -n 1 -- %s run --pack-dir packs-examples jq -n 1"
+    .. " -- /bin/true -- %s -e '' -- %s --version", q(build), jq, HCP, q(build .. "/bin/hcp-lua"), HCP))
   local n = math.max(100, lib.N // 3)
   print(string.format("hcp run jq -n 1 against jq -n 1 itself, %d each, interleaved", n))
   for _, gap in ipairs(lib.CADENCES) do
-    local a, b = {}, {}
-    for i = 1, n do
-      for _, k in ipairs(i % 2 == 0 and { 0, 1 } or { 1, 0 }) do
-        if gap > 0 then lib.sleep_ms(gap) end
-        local us, st = s:sample(k)
-        if st ~= 0 then error("bench: hcp run failed (status " .. tostring(st) .. ")") end
-        local t = k == 0 and a or b
-        t[#t + 1] = us
-      end
-    end
-    local ma, pa = lib.stats(a)
-    local mb, pb = lib.stats(b)
+    local m = run_samples(s, n, gap)
+    local ma, pa, mb, pb = m.jq[1], m.jq[2], m.run[1], m.run[2]
     print(string.format("  %-14s jq %6.1f ms (p90 %6.1f)   hcp run %6.1f ms (p90 %6.1f)   adds %5.1f ms   target <= 5 ms: %s",
       gap == 0 and "back to back" or (gap .. " ms idle"), ma / 1e3, pa / 1e3, mb / 1e3, pb / 1e3, (mb - ma) / 1e3,
       lib.verdict(mb - ma <= 5000)))
+    local interp, mods = m.interp[1] - m["true"][1], m.modules[1] - m.interp[1]
+    print(string.format("  %-14s of which: hcp-lua's start %4.1f ms (hcp-lua -e '' over /bin/true), its modules "
+      .. "%4.1f ms (hcp --version over hcp-lua -e ''), the runtime, call and exit %4.1f ms", "", interp / 1e3,
+      mods / 1e3, (mb - ma - interp - mods) / 1e3))
   end
   s:close()
 end
