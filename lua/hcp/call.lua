@@ -343,8 +343,6 @@ end
 
 -- ---- launch: prepare → stage → mint → environment → isolate → spawn -----
 
---- Stage "prepare": the driver's jail for this call. Returns nil, "busy"
---- while another call or process holds the workspace (the call waits).
 -- issue 12: a call the pool will serve has its network namespace made
 -- ahead, by a process of its own on another CPU, while these stages run
 -- (src/netns_pool.c; nothing when one is pooled already). (The base view
@@ -360,6 +358,8 @@ local function ahead(self)
   end
 end
 
+--- Stage "prepare": the driver's jail for this call. Returns nil, "busy"
+--- while another call or process holds the workspace (the call waits).
 function Call:prepare()
   ahead(self)
   local drv = self.env.driver
