@@ -666,6 +666,7 @@ end
 ---@param args string[]
 ---@return integer status
 function M.main(name, args)
+  M.closed_all = false -- until a command says so (cmd_run)
   prog = name == "hcpx" and "hcpx" or "hcp"
   local words = table.move(args or {}, 1, #(args or {}), 1, {})
   local rest
