@@ -231,6 +231,15 @@ describe("core.json_decode against the Lua decoder", function()
     refuses("{" .. table.concat(members, ",") .. ',"k1":0}')
   end)
 
+  it("leaves a text with more open elements than the Lua stack holds to the Lua decoder", function()
+    -- C reads elements onto the stack (LUAI_MAXSTACK slots, a million by default)
+    local text = "[" .. string.rep("0,", 1100000) .. "0]"
+    assert.is_nil(c_decode(text))
+    local v = assert(json.decode(text))
+    assert.equal(1100001, #v)
+    assert.equal(getmetatable(json.array()), getmetatable(v))
+  end)
+
   it("accepts every example manifest, with identical values, and agrees on the fuzz seeds", function()
     local n = 0
     for name in io.popen("ls " .. S.q(S.REPO) .. "/packs-examples/*/hcp.json"):lines() do
