@@ -259,8 +259,9 @@ static int scan_string(const JsonIn *j, char *out, size_t *n, size_t *end)
  * case: the bytes are pushed as they are); otherwise a second pass writes
  * the decoded bytes into a buffer of the measured size, so no allocation
  * is left half-done by a refusal. Every escape is shorter than what it
- * stands for, so "decoded length < span" means "has an escape". */
-static int push_string(JsonIn *j)
+ * stands for, so "decoded length < span" means "has an escape". Never
+ * inlined: its luaL_Buffer (1 KiB) stays out of the recursive frames. */
+__attribute__((noinline)) static int push_string(JsonIn *j)
 {
     size_t n, end;
     if (!scan_string(j, NULL, &n, &end))
@@ -335,8 +336,8 @@ static size_t number_end(const JsonIn *j, int *integral)
  * conversion of the token (tonumber is lua_stringtonumber), an infinity
  * refused, and a token without fraction or exponent that Lua reads as a
  * float (too big for an integer) given math.tointeger's integer when
- * there is one. */
-static int push_number(JsonIn *j)
+ * there is one. Never inlined, like push_string. */
+__attribute__((noinline)) static int push_number(JsonIn *j)
 {
     lua_State *L = j->L;
     int integral;
