@@ -23,6 +23,7 @@ void hcp_register_poller(lua_State *L);
 void hcp_register_pollable(lua_State *L);
 void hcp_register_stdio(lua_State *L);
 void hcp_register_egress(lua_State *L);   /* egress.c (issue 14) */
+void hcp_register_json(lua_State *L);     /* json_decode.c: hcp.json.decode's fast path */
 
 /* Lexical normalisation (paths.c). Writes at most outsz bytes including the
  * terminating NUL into out; returns the length or -1 if out is too small,

@@ -18,6 +18,30 @@ function F.same(a, b)
   return true
 end
 
+--- Identity of two decoded values, as strict as Lua can tell them apart:
+--- the same types, integer or float alike (math.type), floats bit for bit
+--- (so -0.0 is not 0.0), strings byte for byte, json.null by identity, the
+--- same metatable on every table (json's array mark, or none) and the same
+--- keys, key types included. For the C decoder against the Lua one.
+function F.identical(a, b)
+  if type(a) ~= type(b) then return false end
+  if type(a) == "number" then
+    if math.type(a) ~= math.type(b) then return false end
+    if math.type(a) == "float" then return string.pack("<d", a) == string.pack("<d", b) end
+    return a == b
+  end
+  if type(a) ~= "table" then return a == b end
+  if getmetatable(a) ~= getmetatable(b) then return false end
+  for k, v in pairs(a) do
+    local w = rawget(b, k)
+    if w == nil or not F.identical(v, w) then return false end
+  end
+  for k in pairs(b) do
+    if rawget(a, k) == nil then return false end
+  end
+  return true
+end
+
 --- Whether a decoded value holds a number JSON cannot write back: a
 --- literal beyond the double range decodes to an infinity, which the
 --- encoder writes as null (the one documented loss of the round trip).
