@@ -164,75 +164,91 @@ describe("netns = \"pool\"", function()
   end)
 end)
 
--- The children of this process, by pid (the prefill's holder is one).
+-- A namespace made ahead is for a process's first calls (once one has been
+-- given back, the pool serves): these run in a fresh process of their own.
+-- What it prints is one "name=value" line per fact the spec checks.
+local AHEAD = [==[
+local core = require("hcp.core")
+local tool, mode = arg[1], arg[2]
+local pid = core.getpid()
+local function say(k, v) io.write(k, "=", tostring(v), "\n") end
 local function children()
   local out = {}
-  for tid in (S.sh("ls /proc/" .. PID .. "/task") or ""):gmatch("%d+") do
-    for c in (S.read("/proc/" .. PID .. "/task/" .. tid .. "/children") or ""):gmatch("%d+") do out[c] = true end
-  end
+  for c in (io.open("/proc/" .. pid .. "/task/" .. pid .. "/children"):read("a")):gmatch("%d+") do out[c] = true end
   return out
 end
-
--- Takes every pooled namespace (the pool holds at most 16): 17 calls kept
--- running, and the namespaces they are in.
-local function drain()
-  local holders, seen = {}, {}
-  for i = 1, 17 do
-    local p = start({ "alisten", "hcp-drain-" .. PID .. "-" .. i, "30" })
-    holders[i] = p
-    seen[assert(S.sh("readlink /proc/" .. p:pid() .. "/ns/net"):match("net:%S+"))] = true
-  end
-  return holders, seen
+local function run(args)
+  local p = assert(core.spawn({ path = tool, argv = { "nstool", table.unpack(args) }, env = {}, cwd = "/",
+    isolation = { netns = "pool", pidns = true, caps = true } }))
+  local r = p:wait()
+  return r.stdout:match("ns=(%S+)"), r.stdout:match("connect=(%d+)")
 end
+local before = children()
+say("started", core.netns_prefill())
+say("second", core.netns_prefill())
+local holder
+for c in pairs(children()) do if not before[c] then holder = c end end
+say("holder", holder ~= nil)
+local own = io.popen("readlink /proc/" .. pid .. "/ns/net"):read("l")
+if mode == "close" then
+  local rt = assert(require("hcp").create({ allow_bins = { "/bin/true" } }))
+  rt:close()
+  say("holder_left", children()[holder] ~= nil or io.open("/proc/" .. holder .. "/status") ~= nil)
+  return
+end
+-- a listener in the runtime's own namespace, which the call must not reach
+local name = "hcp-ahead-" .. pid
+local listener = assert(core.spawn({ path = tool, argv = { "nstool", "alisten", name, "30" }, env = {}, cwd = "/" }))
+local deadline = core.monotonic_us() + 10e6
+repeat -- until it listens: connected from the runtime's own namespace
+  local r = assert(core.spawn({ path = tool, argv = { "nstool", "aconnect", name }, env = {}, cwd = "/" })):wait()
+until r.stdout:find("connect=0", 1, true) or core.monotonic_us() > deadline
+local ns, connect = run({ "aconnect", name })
+listener:kill("KILL")
+listener:wait()
+say("ns_is_own", ns == own)
+say("connect", connect)
+-- ended on its own: pooled, and the next call is in it; none is made ahead any more
+say("reused", run({}) == ns)
+say("after_pooled", core.netns_prefill())
+core.netns_prefill_cancel()
+say("holder_left", children()[holder] ~= nil)
+]==]
 
-local function kill_all(holders)
-  for _, p in ipairs(holders) do p:kill("KILL") end
-  for _, p in ipairs(holders) do p:wait() end
+local function ahead(mode)
+  local script = S.write(S.tmpdir("ahead-") .. "/ahead.lua", AHEAD)
+  local out = S.sh(string.format("cd %s && LUA_PATH=%s LUA_CPATH=%s %s %s %s %s 2>&1", S.q(S.REPO),
+    S.q(S.REPO .. "/lua/?.lua;" .. S.REPO .. "/lua/?/init.lua;;"), S.q(S.REPO .. "/" .. S.CPATH .. ";;"), S.q(S.LUA),
+    S.q(script), S.q(tool()), mode))
+  return kv(out), out
 end
 
 describe("a network namespace made ahead (core.netns_prefill)", function()
-  it("is fresh, not the runtime's, and taken by the next pooled call while the pool is empty", function()
-    if not HAS then pending(WHY) return end
-    if not ROOT then
-      assert.is_false(core.netns_prefill()) -- root only: a call makes its own
-      return
-    end
-    local holders, taken = drain()
-    local before = children()
-    assert.is_true(core.netns_prefill())
-    assert.is_false(core.netns_prefill()) -- one is on its way: not a second
-    local ahead
-    for c in pairs(children()) do if not before[c] then ahead = c end end
-    assert.is_string(ahead, "no holder process was started")
-    local r = run({ "aconnect", "hcp-drain-" .. PID .. "-1" })
-    kill_all(holders)
-    local own = S.sh("readlink /proc/" .. PID .. "/ns/net"):match("net:%S+")
-    assert.is_string(r.ns)
-    assert.not_equals(own, r.ns)
-    assert.is_nil(taken[r.ns], "a namespace in use by another call was lent")
-    assert.equals(ECONNREFUSED, r.connect) -- nothing of another call's is in it
-    -- the call ended on its own: its namespace is pooled as any other
-    assert.equals(r.ns, run().ns)
-    assert.is_false(core.netns_prefill()) -- and with one pooled, none is made
-    -- the holder is gone: its namespace lives on in the pool alone
-    core.netns_prefill_cancel()
-    assert.is_nil(children()[ahead])
-  end)
+  it("is fresh, not the runtime's, taken by the first pooled call, and made for a process's first calls only",
+    function()
+      if not HAS then pending(WHY) return end
+      local r, out = ahead("call")
+      if not ROOT then
+        assert.equals("false", r.started, out) -- root only: a call makes its own
+        return
+      end
+      assert.equals("true", r.started, out)
+      assert.equals("false", r.second) -- one is on its way: not a second
+      assert.equals("true", r.holder, "no holder process was started: " .. out)
+      assert.equals("false", r.ns_is_own, out)
+      assert.equals(ECONNREFUSED, r.connect) -- nothing of the runtime's namespace in it
+      assert.equals("true", r.reused)
+      assert.equals("false", r.after_pooled) -- the pool serves from here on
+      assert.equals("false", r.holder_left) -- ended and reaped
+    end)
 
   it("one that no call took is ended, and its holder reaped, by the runtime's close", function()
     if not HAS then pending(WHY) return end
     if not ROOT then pending("root only: a runtime that is not root makes none ahead") return end
-    local holders = drain()
-    local before = children()
-    assert.is_true(core.netns_prefill())
-    local ahead
-    for c in pairs(children()) do if not before[c] then ahead = c end end
-    assert.is_string(ahead)
-    local rt = assert(require("hcp").create({ allow_bins = { "/bin/true" } }))
-    rt:close()
-    kill_all(holders)
-    assert.is_nil(children()[ahead], "the holder is still a child of the runtime")
-    assert.is_nil(S.read("/proc/" .. ahead .. "/status"), "the holder is still running")
+    local r, out = ahead("close")
+    assert.equals("true", r.started, out)
+    assert.equals("true", r.holder, out)
+    assert.equals("false", r.holder_left, out)
   end)
 end)
 

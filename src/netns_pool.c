@@ -48,6 +48,11 @@ static void close_ns(struct hcp_netns ns)
  * report (EOF: exec'd, so its namespace exists), the write end of its
  * stdin (closed: it exits); `done`: an ended holder still to be reaped. */
 static struct { pid_t pid, done; int report, in; } ahead = { -1, -1, -1, -1 };
+/* Once a namespace has been given back, the pool serves the calls that
+ * follow: one made ahead is for a process's first calls only (with calls in
+ * flight the pool is empty most of the time, and a holder per call would
+ * only double the processes started). */
+static int given_back;
 
 static void reap_done(int block)
 {
@@ -128,15 +133,16 @@ static int start_ahead(void)
 }
 
 /* core.netns_prefill() -> true when a namespace is being made ahead, false
- * when none is needed (one is pooled or on its way) or possible here (not
- * root, no helper, or the start failed: the call makes its own then). */
+ * when none is needed (one is pooled or on its way, or the pool has served
+ * calls already) or possible here (not root, no helper, or the start
+ * failed: the call makes its own then). */
 static int l_netns_prefill(lua_State *L)
 {
     int started = 0;
     if (geteuid() == 0 && hcp_helper_fd() >= 0) {
         pthread_mutex_lock(&lock);
         reap_done(0);
-        if (pools[1].n == 0 && ahead.pid < 0)
+        if (pools[1].n == 0 && ahead.pid < 0 && !given_back)
             started = start_ahead() == 0;
         pthread_mutex_unlock(&lock);
     }
@@ -175,6 +181,7 @@ void hcp_netns_give(struct hcp_netns ns, int root)
     int full = pools[root != 0].n == POOL_MAX;
     if (!full)
         pools[root != 0].ns[pools[root != 0].n++] = ns;
+    given_back = 1;
     pthread_mutex_unlock(&lock);
     if (full)
         close_ns(ns);
