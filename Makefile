@@ -216,7 +216,8 @@ check: deps mcp-clients
 
 # valgrind memcheck, zero errors: the C tests, then a sample of the specs run
 # by build/bin/hcp-lua under valgrind (the busted process itself: the core's
-# bindings, spawn and path code in-process; children are not traced).
+# bindings, spawn and path code in-process, and the C JSON decoder on the
+# json_c spec's hostile texts; children are not traced).
 # Not in the sample: specs whose calls apply the limits layer or probe the
 # isolation layers, as valgrind refuses to lower RLIMIT_NOFILE's hard limit
 # and cannot run a forked child under seccomp. Filtered out: two specs of
@@ -224,7 +225,7 @@ check: deps mcp-clients
 # fallback answers; execveat re-opened by path, so #! sees the path).
 # spec/valgrind/memcheck has the options; hcp.supp valgrind's own false
 # positives, each with its reason.
-VALGRIND_SPECS ?= spec/core_paths_spec.lua spec/core_spawn_spec.lua spec/hcp_lua_spec.lua
+VALGRIND_SPECS ?= spec/core_paths_spec.lua spec/core_spawn_spec.lua spec/hcp_lua_spec.lua spec/json_c_spec.lua
 VALGRIND_SKIP  := --filter-out=refuses.magic.links.with.ELOOP --filter-out=through.the.descriptor.that.was.checked
 valgrind: deps all
 	@$(MAKE) -s deps DEB_PKGS=valgrind
