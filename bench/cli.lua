@@ -21,20 +21,10 @@ local which = lib.which
 local RUN_CASES = { "jq", "run", "true", "interp", "modules" }
 
 local function run_samples(s, n, gap)
-  local t = {}
-  for _, k in ipairs(RUN_CASES) do t[k] = {} end
-  for i = 1, n do
-    for j = 0, #RUN_CASES - 1 do
-      local k = (i + j) % #RUN_CASES + 1
-      if gap > 0 then lib.sleep_ms(gap) end
-      local us, st = s:sample(k - 1)
-      if st ~= 0 then error("bench: " .. RUN_CASES[k] .. " failed (status " .. tostring(st) .. ")") end
-      local l = t[RUN_CASES[k]]
-      l[#l + 1] = us
-    end
-  end
+  local cases = {}
+  for i, name in ipairs(RUN_CASES) do cases[i] = { key = name, name = name, s = s, k = i - 1 } end
   local m = {}
-  for k, l in pairs(t) do m[k] = { lib.stats(l) } end
+  for k, l in pairs(lib.interleave(cases, n, gap)) do m[k] = { lib.stats(l) } end
   return m
 end
 

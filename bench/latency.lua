@@ -57,23 +57,6 @@ local function cases()
   return list
 end
 
--- N rounds of one sample per case, the case order rotated each round.
-local function measure(list, gap)
-  local samples = {}
-  for _, cs in ipairs(list) do samples[cs.key] = {} end
-  for round = 1, lib.N do
-    for j = 0, #list - 1 do
-      local cs = list[(round + j) % #list + 1]
-      if gap > 0 then lib.sleep_ms(gap) end
-      local us, st = cs.s:sample(cs.k)
-      if st ~= 0 then error(string.format("bench: %s failed (status %s)", cs.name, tostring(st))) end
-      local t = samples[cs.key]
-      t[#t + 1] = us
-    end
-  end
-  return samples
-end
-
 -- What each case is held to: { reference case, target ratio, wording }.
 local TARGETS = {
   auto = { "spawn", 1.5, "<= 1.50x posix_spawn" },
@@ -125,7 +108,7 @@ end
 
 local list = cases()
 local by_gap = {}
-for _, gap in ipairs(lib.CADENCES) do by_gap[gap] = measure(list, gap) end
+for _, gap in ipairs(lib.CADENCES) do by_gap[gap] = lib.interleave(list, lib.N, gap) end
 print(string.format("per-call latency, %d calls per case and cadence, interleaved; layers of auto: %s", lib.N,
   table.concat(assert(hcp.create({})):layers(), ",")))
 print("(bwrap and node rows: ratio = auto / that case, below 1 when auto is faster)")

@@ -49,6 +49,26 @@ function M.stats(samples)
   return at(0.5), at(0.9)
 end
 
+--- `rounds` rounds of one sample per case, the case order rotated each
+--- round, `gap` ms of idle before each sample: every case sees the same
+--- machine. A case is { key =, name =, s = sampler, k = its command };
+--- returns the samples (microseconds) by key.
+function M.interleave(cases, rounds, gap)
+  local samples = {}
+  for _, c in ipairs(cases) do samples[c.key] = {} end
+  for round = 1, rounds do
+    for j = 0, #cases - 1 do
+      local c = cases[(round + j) % #cases + 1]
+      if gap > 0 then M.sleep_ms(gap) end
+      local us, st = c.s:sample(c.k)
+      if st ~= 0 then error(string.format("bench: %s failed (status %s)", c.name, tostring(st))) end
+      local t = samples[c.key]
+      t[#t + 1] = us
+    end
+  end
+  return samples
+end
+
 local Sampler = {}
 Sampler.__index = Sampler
 

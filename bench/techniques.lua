@@ -22,27 +22,14 @@ local CASES = {
 local packs = lib.packs(6, "six")
 local list = {}
 for i, c in ipairs(CASES) do
-  list[i] = { name = c[1], s = lib.sampler("t" .. i, string.format("env %s %s bench/worker.lua %s auto 0",
+  list[i] = { key = i, name = c[1], s = lib.sampler("t" .. i, string.format("env %s %s bench/worker.lua %s auto 0",
     c[2] == "" and "HCP_BENCH=1" or c[2], q(build .. "/bin/hcp-lua"), q(packs))) }
 end
 
 local function rounds(gap) return gap > 0 and math.min(lib.N, 100) or lib.N end
 
 local by_gap = {}
-for _, gap in ipairs(lib.CADENCES) do
-  local s = {}
-  for i = 1, #list do s[i] = {} end
-  for r = 1, rounds(gap) do
-    for j = 0, #list - 1 do
-      local i = (r + j) % #list + 1
-      if gap > 0 then lib.sleep_ms(gap) end
-      local us, st = list[i].s:sample(0)
-      if st ~= 0 then error("bench: " .. list[i].name .. " failed") end
-      s[i][#s[i] + 1] = us
-    end
-  end
-  by_gap[gap] = s
-end
+for _, gap in ipairs(lib.CADENCES) do by_gap[gap] = lib.interleave(list, rounds(gap), gap) end
 
 print(string.format("what each technique buys: rt:exec auto of /bin/true, %d calls back to back, %d at 30 ms, interleaved",
   rounds(0), rounds(30)))
