@@ -28,7 +28,6 @@
 #include <sys/wait.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <string.h>
 #include <unistd.h>
 
 #define POOL_MAX 16
@@ -105,30 +104,13 @@ struct hcp_netns hcp_netns_take(int root)
 /* Starts the holder of a fresh namespace (the lock held). 0, or -1. */
 static int start_ahead(void)
 {
-    int in[2], report, err = 0, arg;
-    const char *step = "pipe";
-    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (null < 0 || pipe2(in, O_CLOEXEC) < 0)
-        return null >= 0 ? close(null) : 0, -1;
-    struct hcp_isolation iso;
-    memset(&iso, 0, sizeof iso);
-    iso.layers = ISO_NETNS;
-    iso.landlock_fd = iso.cgroup_fd = iso.cap_last = iso.netns_fd = iso.userns_fd = iso.egress_fd = -1;
-    iso.uid = 0;
-    iso.gid = 0;
-    char *argv[] = { "hcp-spawn", "hold", NULL }, *envp[] = { NULL };
-    struct hcp_launch l = { "hcp-spawn", hcp_helper_fd(), 0, 0, { -1, -1, -1, -1 }, in[0], null, null,
-                            "/", argv, envp, &iso, -1, 0, -1 };
-    pid_t pid = hcp_launch(&l, &report, &err, &step, &arg);
-    close(in[0]);
-    close(null);
-    if (pid < 0) {
-        close(in[1]);
+    int report, err, arg;
+    const char *step;
+    pid_t pid = hcp_hold(ISO_NETNS, NULL, &report, &ahead.in, &err, &step, &arg);
+    if (pid < 0)
         return -1;
-    }
     ahead.pid = pid;
     ahead.report = report;
-    ahead.in = in[1];
     return 0;
 }
 

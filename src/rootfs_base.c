@@ -162,39 +162,19 @@ static int index_plan(lua_State *L, int pin, viewbase_t *b)
  * namespace. Returns the descriptor, or -1 with a message pushed. */
 static int hold_view(lua_State *L, struct hcp_rootfs *rf)
 {
-    int in[2], err = 0, arg, fd = -1;
-    const char *step = "pipe";
-    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (null < 0 || pipe2(in, O_CLOEXEC) < 0) {
-        err = errno;
-        if (null >= 0)
-            close(null);
-        return hcp_push_oserror(L, err, "view base: %s", null < 0 ? "/dev/null" : "pipe"), -1;
-    }
-    struct hcp_isolation iso;
-    memset(&iso, 0, sizeof iso);
-    iso.layers = ISO_ROOTFS;
-    iso.landlock_fd = iso.cgroup_fd = iso.cap_last = iso.netns_fd = iso.userns_fd = -1;
-    iso.uid = geteuid();
-    iso.gid = getegid();
-    iso.rootfs = *rf;
-    char *argv[] = { "hcp-spawn", "hold", NULL }, *envp[] = { NULL };
-    struct hcp_launch l = { "hcp-spawn", hcp_helper_fd(), 0, 0, { -1, -1, -1, -1 }, in[0], null, null,
-                            "/", argv, envp, &iso, -1, 0, -1 };
-    pid_t pid = hcp_launch(&l, NULL, &err, &step, &arg);
-    close(in[0]);
-    close(null);
+    int in = -1, err = 0, arg, fd = -1;
+    const char *step = "fork";
+    pid_t pid = hcp_hold(ISO_ROOTFS, rf, NULL, &in, &err, &step, &arg);
     if (pid > 0) {
         char path[64];
         snprintf(path, sizeof path, "/proc/%ld/ns/mnt", (long)pid);
         fd = open(path, O_RDONLY | O_CLOEXEC);
         err = errno;
         step = "/proc/<pid>/ns/mnt";
-    }
-    close(in[1]);   /* the holder exits */
-    if (pid > 0)
+        close(in);   /* the holder exits */
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
             ;
+    }
     if (fd < 0 && pid < 0 && strcmp(step, "isolation: rootfs") == 0)
         return hcp_push_oserror(L, err, "view base: %s: %s", step, hcp_rootfs_where(rf, arg)), -1;
     if (fd < 0)

@@ -56,6 +56,14 @@ pid_t hcp_launch(const struct hcp_launch *l, int *report, int *err, const char *
  * *report the (non-blocking) read end of the report pipe: EOF on it is the
  * exec, a struct hcp_child_err a failure (the child then exits 127). */
 
+/* Starts `hcp-spawn hold` — the helper waiting for its stdin to close — in
+ * the namespaces of `layers` (and the view rf plans, with ISO_ROOTFS): what
+ * holds a namespace open while the module opens it (rootfs_base.c,
+ * netns_pool.c). Its stdout and stderr are /dev/null; *in is the write end
+ * of its stdin (closed: it exits). Returns its pid, or -1 as hcp_launch. */
+pid_t hcp_hold(unsigned layers, const struct hcp_rootfs *rf, int *report, int *in, int *err, const char **step,
+               int *arg);
+
 /* ---- the child (spawn_child.c): between fork and exec, no allocation ---- */
 
 /* Steps a child reports, in the order it takes them. */

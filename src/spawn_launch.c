@@ -284,3 +284,36 @@ pid_t hcp_launch(const struct hcp_launch *l, int *report, int *err, const char *
     *arg = hcp_step_has_arg(ce.step) ? ce.arg : -1;
     return -1;
 }
+
+pid_t hcp_hold(unsigned layers, const struct hcp_rootfs *rf, int *report, int *in, int *err, const char **step,
+               int *arg)
+{
+    int p[2];
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null < 0 || pipe2(p, O_CLOEXEC) < 0) {
+        *err = errno;
+        *step = null < 0 ? "/dev/null" : "pipe";
+        if (null >= 0)
+            close(null);
+        return -1;
+    }
+    struct hcp_isolation iso;
+    memset(&iso, 0, sizeof iso);
+    iso.layers = layers;
+    iso.landlock_fd = iso.cgroup_fd = iso.cap_last = iso.netns_fd = iso.userns_fd = iso.egress_fd = -1;
+    iso.uid = geteuid();
+    iso.gid = getegid();
+    if (rf)
+        iso.rootfs = *rf;
+    char *argv[] = { "hcp-spawn", "hold", NULL }, *envp[] = { NULL };
+    struct hcp_launch l = { "hcp-spawn", hcp_helper_fd(), 0, 0, { -1, -1, -1, -1 }, p[0], null, null,
+                            "/", argv, envp, &iso, -1, 0, -1 };
+    pid_t pid = hcp_launch(&l, report, err, step, arg);
+    close(p[0]);
+    close(null);
+    if (pid < 0)
+        close(p[1]);
+    else
+        *in = p[1];
+    return pid;
+}
