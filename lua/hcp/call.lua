@@ -348,12 +348,11 @@ end
 -- (src/netns_pool.c; nothing when one is pooled already). (The base view
 -- made ahead the same way was measured too: it costs a one-call process
 -- 1.4 ms more than a view built from nothing in the call.)
-local function ahead(self)
+local function ahead(self, ctx)
   local env = self.env
   if env.driver.name ~= "local" or not env.layers.caps then return end
   local sockets = isolation.sockets_for(env.sockets, self.pack and self.pack.name)
-  local network = self.egress ~= nil and self.egress.unrestricted
-  if sockets and isolation.pools_netns(env.layers, { network = network, sockets = sockets, egress = self.egress }) then
+  if sockets and isolation.pools_netns(env.layers, { network = ctx.network, sockets = sockets, egress = self.egress }) then
     core.netns_prefill()
   end
 end
@@ -361,7 +360,6 @@ end
 --- Stage "prepare": the driver's jail for this call. Returns nil, "busy"
 --- while another call or process holds the workspace (the call waits).
 function Call:prepare()
-  ahead(self)
   local drv = self.env.driver
   local ctx, err = drv:prepare({ pack = self.pack, principal = self.req.principal or "default", mode = self.ws.mode,
     network = self.egress ~= nil and self.egress.unrestricted, uses_files = self.plan_.uses_files, owner = self,
@@ -372,6 +370,7 @@ function Call:prepare()
   end
   self.ctx = ctx
   self:on_cleanup(function() drv:cleanup(ctx) end)
+  ahead(self, ctx) -- with the call's own network decision (ctx.network), not a copy of it
   return true
 end
 
