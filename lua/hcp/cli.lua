@@ -8,7 +8,6 @@
 ---@class hcp.cli
 local M = {}
 
-local argparse = require("argparse")
 local hcp = require("hcp")
 local core = require("hcp.core")
 local config = require("hcp.config")
@@ -58,7 +57,7 @@ end
 
 -- hcpx is `hcp run`: its own parser, so its usage reads "hcpx PACK …"
 local function build_hcpx_parser()
-  local p = argparse("hcpx", "Short for `hcp run`: one live call of PACK with ARGS.")
+  local p = require("argparse")("hcpx", "Short for `hcp run`: one live call of PACK with ARGS.")
   p:flag("--version", "Print the version and exit."):action(function()
     stdout:write(string.format("hcpx (hcp-lua) %s\n", hcp.version))
     os.exit(0)
@@ -82,7 +81,7 @@ function M.docs_dir()
   if prefix and core.kind(prefix .. "/share/doc/hcp-lua/guide.md") == "file" then
     return manifest.absolute(prefix .. "/share/doc/hcp-lua")
   end
-  local real = core.realpath(here)
+  local real = core.realpath(manifest.absolute(here)) -- a module found through a relative package.path
   local repo = real and real:match("^(.*)/lua/hcp$")
   if repo and core.kind(repo .. "/docs/guide.md") == "file" then return repo .. "/docs" end
   return nil
@@ -150,7 +149,7 @@ local COMMANDS = {
 -- `hcp run` then does not build eight parsers it never uses (~0.4 ms).
 local function build_parser(only)
   local docs = M.docs_dir()
-  local p = argparse(prog, "Run HCP packs: real command-line tools behind a sandbox.")
+  local p = require("argparse")(prog, "Run HCP packs: real command-line tools behind a sandbox.")
     :epilog("Sandbox mode is the default; only --no-sandbox and --native-local together leave it.\n"
       .. "Docs: man hcp" .. (docs and ("; guide.md, cli.md, lua-api.md, agents.md and spec/ in " .. docs) or "")
       .. ".")
@@ -647,6 +646,43 @@ end
 
 -- ---- entry point --------------------------------------------------------
 
+-- `run`'s options before PACK, by kind: "list" (a value, repeatable),
+-- "value" (a value, once), "flag" (once).
+local RUN_OPTIONS = { ["--pack-dir"] = "list", ["--allow-bin"] = "list", ["--config"] = "value",
+  ["--audit"] = "value", ["--out-dir"] = "value", ["--no-sandbox"] = "flag", ["--native-local"] = "flag",
+  ["--replace"] = "flag", ["--no-replace"] = "flag", ["--allow-hidden"] = "flag", ["--json"] = "flag" }
+
+-- The words of `hcp run`/`hcpx` up to PACK (the rest went to the child), in
+-- their plain spellings only, into the table argparse would give: `hcp run`
+-- then neither loads argparse nor builds a parser (~0.5 ms). Anything else
+-- (help, a repeated or unknown option, `--opt=value`, a value or PACK that
+-- starts with "-", no PACK) gives nil: argparse parses it, and speaks.
+-- spec/cli_fastpath_spec.lua holds the two to the same results.
+local function fast_run(words, first, command)
+  local a = { pack_dir = {}, allow_bin = {}, args = {} }
+  if command then a.command, a[command] = command, true end
+  local i = first
+  while i < #words do
+    local w, kind = words[i], RUN_OPTIONS[words[i]]
+    if w == "--" and i == #words - 1 then break end
+    local key = kind and w:sub(3):gsub("-", "_")
+    if not kind or (kind ~= "list" and a[key] ~= nil) then return nil end
+    if kind == "flag" then
+      a[key] = true
+    else
+      local v = words[i + 1]
+      if i + 1 >= #words or v:sub(1, 1) == "-" then return nil end
+      if kind == "list" then table.insert(a[key], v) else a[key] = v end
+      i = i + 1
+    end
+    i = i + 1
+  end
+  local pack = words[#words]
+  if #words < first or pack:sub(1, 1) == "-" then return nil end
+  a.pack = pack
+  return a
+end
+
 -- `run`'s PACK: the first word after `run` that is neither an option nor an
 -- option's value. Everything after it goes to the child verbatim.
 local function split_run(words, start)
@@ -661,6 +697,50 @@ local function split_run(words, start)
   return nil
 end
 
+-- The words of a command line, and for `run`/`hcpx` the child's arguments
+-- split off after PACK (nil for other commands, or when PACK is missing).
+local function split_words(args)
+  local words = table.move(args or {}, 1, #(args or {}), 1, {})
+  local first = prog == "hcpx" and 1 or 2
+  if prog == "hcpx" or words[1] == "run" then
+    local at = split_run(words, first)
+    if at and at <= #words then
+      return table.move(words, 1, at, 1, {}), table.move(words, at + 1, #words, 1, {})
+    end
+  end
+  return words, nil
+end
+
+-- A command line into the options table: `run`/`hcpx` by fast_run where it
+-- can, else by argparse. Returns a, or nil, the message, and the parser.
+local function parse(args, no_fast)
+  local words, rest = split_words(args)
+  local a = rest and not no_fast and fast_run(words, prog == "hcpx" and 1 or 2, prog ~= "hcpx" and "run" or nil)
+  local parser
+  if not a then
+    local ok
+    parser = prog == "hcpx" and build_hcpx_parser() or build_parser(words[1])
+    ok, a = parser:pparse(words)
+    if not ok then return nil, a end
+  end
+  if rest then a.args = rest end
+  return a, nil, parser
+end
+
+--- A command line parsed both ways, for spec/cli_fastpath_spec.lua: the
+--- fast path's table (nil where it leaves the words to argparse), then
+--- argparse's table or nil and its message.
+---@param name "hcp"|"hcpx"
+---@param args string[]
+---@return table? fast, table? a, string? err
+function M.parse_both(name, args)
+  prog = name
+  local words, rest = split_words(args)
+  local fast = rest and fast_run(words, name == "hcpx" and 1 or 2, name ~= "hcpx" and "run" or nil)
+  if fast then fast.args = rest end
+  return fast, parse(args, true)
+end
+
 --- Entry point: `name` is "hcp" or "hcpx", `args` the command-line words.
 ---@param name string
 ---@param args string[]
@@ -668,24 +748,12 @@ end
 function M.main(name, args)
   M.closed_all = false -- until a command says so (cmd_run)
   prog = name == "hcpx" and "hcpx" or "hcp"
-  local words = table.move(args or {}, 1, #(args or {}), 1, {})
-  local rest
-  local first = prog == "hcpx" and 1 or 2
-  if prog == "hcpx" or words[1] == "run" then
-    local at = split_run(words, first)
-    if at and at <= #words then
-      rest = table.move(words, at + 1, #words, 1, {})
-      words = table.move(words, 1, at, 1, {})
-    end
-  end
-  local parser = prog == "hcpx" and build_hcpx_parser() or build_parser(words[1])
-  local ok, a = parser:pparse(words)
-  if not ok then
-    say("%s", a)
+  local a, err, parser = parse(args)
+  if not a then
+    say("%s", err)
     stderr:write(string.format("Try '%s --help'.\n", prog))
     return 2
   end
-  if rest then a.args = rest end
   if prog == "hcpx" then return cmd_run(a) end
   local handlers = { run = cmd_run, call = cmd_call, list = cmd_list, validate = cmd_validate,
     doctor = cmd_doctor, wrap = cmd_wrap, completion = cmd_completion, tools = cmd_tools, mcp = cmd_mcp }

@@ -1,0 +1,101 @@
+-- `hcp run` and `hcpx` parse their plain command lines without argparse
+-- (cli.lua's fast_run, issue 12: ~0.5 ms of every `hcp run`). The fast path
+-- must give exactly the table argparse gives, and must leave every other
+-- spelling — help, errors, `--opt=value`, repeated options — to argparse.
+local S = require("support")
+local cli = require("hcp.cli")
+
+local q = S.q
+
+-- Both parses of one command line; fails when the fast path answered and
+-- argparse refused, or the two tables differ.
+local function check(name, args)
+  local fast, a, err = cli.parse_both(name, args)
+  if fast then
+    assert(a, "fast path accepted what argparse refuses (" .. tostring(err) .. "): " .. table.concat(args, " "))
+    assert.same(a, fast, table.concat(args, " "))
+  end
+  return fast, a, err
+end
+
+describe("the fast path of hcp run", function()
+  local plain = {
+    { "run", "jq" },
+    { "run", "jq", "-n", "1" },
+    { "run", "jq", "--json", "--pack-dir", "x" }, -- after PACK: the child's
+    { "run", "--json", "jq", "." },
+    { "run", "--pack-dir", "a", "--pack-dir", "b", "--allow-bin", "c", "jq" },
+    { "run", "--config", "c.lua", "--audit", "log", "--out-dir", "o", "jq" },
+    { "run", "--no-sandbox", "--native-local", "--replace", "--no-replace", "--allow-hidden", "--json", "jq" },
+    { "run", "--pack-dir", "", "jq" },
+    { "run", "--pack-dir", "with space", "jq" },
+    { "run", "--", "jq", "-x" },
+    { "run", "--json", "--", "jq" },
+    { "run", "" },
+  }
+
+  it("gives argparse's table for every plain spelling, for hcp run and hcpx", function()
+    for _, args in ipairs(plain) do
+      local fast = check("hcp", args)
+      assert.is_table(fast, table.concat(args, " "))
+      local x = table.move(args, 2, #args, 1, {})
+      fast = check("hcpx", x)
+      assert.is_table(fast, "hcpx " .. table.concat(x, " "))
+    end
+  end)
+
+  it("leaves every other spelling to argparse, which speaks for it", function()
+    local others = {
+      { { "run", "--pack-dir=a", "jq" } },                    -- accepted by argparse, not taken here
+      { { "run", "--json", "--json", "jq" } },                -- argparse's rule for a repeat, not ours
+      { { "run", "--config", "a", "--config", "b", "jq" } },
+      { { "run", "--bogus", "jq" }, "unknown option" },
+      { { "run", "--pack-dir", "-x", "jq" } },
+      { { "run", "--", "-x" } },
+      { { "run", "-", "x" } },
+      { { "run", "--json" }, "missing argument" },
+      { { "run" }, "missing argument" },
+    }
+    for _, case in ipairs(others) do
+      local args, says = case[1], case[2]
+      local fast, a, err = check("hcp", args)
+      assert.is_nil(fast, table.concat(args, " "))
+      if says then
+        assert.is_nil(a)
+        assert.matches(says, err, 1, true)
+      end
+    end
+  end)
+
+  it("agrees with argparse on 3000 generated command lines", function()
+    local pool = { "--pack-dir", "--allow-bin", "--config", "--audit", "--out-dir", "--no-sandbox", "--native-local",
+      "--replace", "--no-replace", "--allow-hidden", "--json", "--", "-", "-x", "--pack-dir=x", "--json=1", "v", "",
+      "-n", "jq", "--bogus", "run" }
+    local seed = tonumber(os.getenv("HCP_SPEC_SEED")) or os.time()
+    math.randomseed(seed)
+    local fast_taken = 0
+    for _ = 1, 3000 do
+      local args = { "run" }
+      for _ = 1, math.random(0, 8) do args[#args + 1] = pool[math.random(#pool)] end
+      local fast = check("hcp", args)
+      if fast then fast_taken = fast_taken + 1 end
+    end
+    assert.is_true(fast_taken > 100, "the generated lines hardly reach the fast path (seed " .. seed .. ")")
+  end)
+
+  it("is what hcp run takes: argparse is not even loaded", function()
+    local dir = S.tmpdir("fastpath-")
+    local mark = dir .. "/loaded"
+    -- the config file runs in the command's own process, after parsing
+    S.write(dir .. "/probe.lua", string.format(
+      "local f = assert(io.open(%q, 'w')) f:write(tostring(package.loaded.argparse ~= nil)) f:close() return {}", mark))
+    local cmd = string.format("cd %s && %s run --config %s --pack-dir packs-examples jq -n 1 > /dev/null 2>&1",
+      q(S.REPO), S.HCP, q(dir .. "/probe.lua"))
+    assert.is_true(os.execute(cmd))
+    assert.equal("false", S.read(mark))
+    -- and with an option it leaves to argparse, it is loaded: the probe can tell
+    cmd = cmd:gsub("%-%-pack%-dir packs", "--pack-dir=packs")
+    assert.is_true(os.execute(cmd))
+    assert.equal("true", S.read(mark))
+  end)
+end)
