@@ -38,7 +38,7 @@ DOCDIR    ?= $(PREFIX)/share/doc/hcp-lua
 # nodejs (and npm, a package of its own unless the nodejs build bundles it): the official MCP
 # clients (TypeScript SDK, inspector CLI) that spec/mcp_spec.lua drives hcp mcp with, installed by
 # `make mcp-clients` at the versions spec/mcp/package-lock.json pins.
-DEB_PKGS := lua5.4 liblua5.4-dev lua-cjson lua-busted lua-argparse lua-check \
+DEB_PKGS := lua5.4 liblua5.4-dev lua-busted lua-argparse lua-check \
             libreadline-dev gcc make pkg-config \
             jq sqlite3 bc libxml2-utils git qrencode bubblewrap \
             procps groff-base lua-luv lua-cqueues \

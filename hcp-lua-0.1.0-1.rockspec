@@ -34,7 +34,6 @@ supported_platforms = { "linux" }
 
 dependencies = {
   "lua >= 5.4, < 5.5",
-  "lua-cjson >= 2.1",  -- hcp.json decodes through cjson.safe
   "argparse >= 0.7",   -- hcp.cli, the command-line parser of hcp and hcpx
 }
 

@@ -562,7 +562,12 @@ static const luaL_Reg json_funcs[] = {
     { NULL, NULL },
 };
 
+/* core.null: JSON null as lua-cjson spells it, a light userdata holding
+ * NULL (equal to cjson.null: light userdata compare by address), so hcp.json
+ * need not load cjson for it. */
 void hcp_register_json(lua_State *L)
 {
     luaL_setfuncs(L, json_funcs, 0);
+    lua_pushlightuserdata(L, NULL);
+    lua_setfield(L, -2, "null");
 }

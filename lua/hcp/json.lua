@@ -18,11 +18,11 @@
 ---@class hcp.json
 local M = {}
 
-local cjson = require("cjson.safe")
 local core = require("hcp.core")
 
---- The value JSON `null` decodes to (cjson's, so every module agrees).
-M.null = cjson.null
+--- The value JSON `null` decodes to: lua-cjson's `cjson.null` (the light
+--- userdata NULL, equal to it wherever it comes from), without loading cjson.
+M.null = core.null
 
 local array_mt = { __name = "hcp.json.array" }
 
@@ -400,7 +400,7 @@ end
 encode_value = function(v, out, depth)
   local tv = type(v)
   if depth > 100 then error("json: nesting too deep", 0) end
-  if v == nil or v == cjson.null then
+  if v == nil or v == M.null then
     out[#out + 1] = "null"
   elseif tv == "boolean" then
     out[#out + 1] = v and "true" or "false"
