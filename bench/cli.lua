@@ -17,15 +17,33 @@ local which = lib.which
 -- What `hcp run` adds, and where it goes, from the same rounds: the
 -- interpreter alone (hcp-lua -e ''), the interpreter with every module of
 -- hcp loaded (hcp --version, which argparse answers before any runtime),
--- both against /bin/true; the rest is the runtime, the call and the exit.
+-- both against /bin/true; and the floor of the layers: a C child doing
+-- auto's sequence from nothing, as a one-call process must (a fresh network
+-- namespace, a view of 41 binds, the pid namespace, Landlock built now:
+-- `bench_floors sample` 2), against posix_spawn of /bin/true (its 0). The
+-- rest is the runtime, the call and the exit.
 local RUN_CASES = { "jq", "run", "true", "interp", "modules" }
 
-local function run_samples(s, n, gap)
+local function run_samples(s, floor, n, gap)
   local cases = {}
   for i, name in ipairs(RUN_CASES) do cases[i] = { key = name, name = name, s = s, k = i - 1 } end
+  if floor then
+    cases[#cases + 1] = { key = "spawn", name = "posix_spawn (C)", s = floor, k = 0 }
+    cases[#cases + 1] = { key = "floor", name = "auto from nothing (C floor)", s = floor, k = 2 }
+  end
   local m = {}
   for k, l in pairs(lib.interleave(cases, n, gap)) do m[k] = { lib.stats(l) } end
   return m
+end
+
+-- The floor's sampler, or nil (said) where this host cannot build the view.
+local function floor_sampler()
+  local floor = lib.sampler("runfloor", q(build) .. "/bench_floors sample")
+  local _, st = floor:sample(2)
+  if st == 0 then return floor end
+  print("  the floor of the layers: not measurable here (bench_floors sample 2 failed), left out")
+  floor:close()
+  return nil
 end
 
 local function run_section()
@@ -33,10 +51,11 @@ local function run_section()
   if not jq then print("hcp run: no jq on this host, skipped") return end
   local s = lib.sampler("run", string.format("%s/bench_sampler %s -n 1 -- %s run --pack-dir packs-examples jq -n 1"
     .. " -- /bin/true -- %s -e '' -- %s --version", q(build), jq, HCP, q(build .. "/bin/hcp-lua"), HCP))
+  local floor = floor_sampler()
   local n = math.max(100, lib.N // 3)
   print(string.format("hcp run jq -n 1 against jq -n 1 itself, %d each, interleaved", n))
   for _, gap in ipairs(lib.CADENCES) do
-    local m = run_samples(s, n, gap)
+    local m = run_samples(s, floor, n, gap)
     local ma, pa, mb, pb = m.jq[1], m.jq[2], m.run[1], m.run[2]
     print(string.format("  %-14s jq %6.1f ms (p90 %6.1f)   hcp run %6.1f ms (p90 %6.1f)   adds %5.1f ms   target <= 5 ms: %s",
       gap == 0 and "back to back" or (gap .. " ms idle"), ma / 1e3, pa / 1e3, mb / 1e3, pb / 1e3, (mb - ma) / 1e3,
@@ -45,8 +64,15 @@ local function run_section()
     print(string.format("  %-14s of which: hcp-lua's start %4.1f ms (hcp-lua -e '' over /bin/true), its modules "
       .. "%4.1f ms (hcp --version over hcp-lua -e ''), the runtime, call and exit %4.1f ms", "", interp / 1e3,
       mods / 1e3, (mb - ma - interp - mods) / 1e3))
+    if floor then
+      local layers = m.floor[1] - m.spawn[1]
+      print(string.format("  %-14s floor: the layers alone, from nothing, in C: %4.1f ms (p90 %4.1f) over posix_spawn;"
+        .. " with hcp-lua's start, %4.1f of the 5 ms go before any of hcp's Lua runs", "", layers / 1e3,
+        (m.floor[2] - m.spawn[2]) / 1e3, (layers + interp) / 1e3))
+    end
   end
   s:close()
+  if floor then floor:close() end
 end
 
 -- ---- hcp call ---------------------------------------------------------------

@@ -40,6 +40,8 @@
 #include <linux/landlock.h>
 #include <linux/seccomp.h>
 
+#include "../src/compat.h"   /* the mount API's numbers where the headers are older */
+
 static char *argv_true[] = { "true", NULL }, *envp[] = { NULL };
 static int netns_fd = -1, prebuilt_fd = -1;
 static volatile int ruleset_fd = -1;   /* read by the CLONE_VM child: no store may be elided */
@@ -108,16 +110,97 @@ static int build_ruleset(void)
     return fd;
 }
 
-enum { C_SPAWN, C_VFORK, C_SETSID, C_IPCNS, C_NETNS, C_SETNS, C_MNTNS, C_PIDNS, C_PIDMAX, C_SECCOMP,
-       C_CAPS, C_LANDLOCK, C_LANDLOCK_PRE, C_CGROUP, C_AUTO, NCASES };
+/* The view's binds (isolation.SYSTEM_READ, the devices, a jail), each
+ * read-only but the jail, in a tmpfs root: what a call's view built from
+ * nothing needs at least. /bin, /lib and their like are links on merged-/usr
+ * hosts: a link, as the view keeps them. */
+static const char *const view_paths[] = {
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/etc/ld.so.cache",
+    "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/timezone", "/etc/nsswitch.conf",
+    "/etc/passwd", "/etc/group", "/etc/hosts", "/etc/host.conf", "/etc/resolv.conf", "/etc/gai.conf",
+    "/etc/protocols", "/etc/services", "/etc/ssl", "/etc/ca-certificates", "/etc/alternatives", "/etc/magic",
+    "/etc/magic.mime", "/etc/mime.types", "/etc/xml", "/etc/sgml", "/etc/terminfo", "/etc/inputrc",
+    "/etc/locale.alias", "/etc/papersize", "/sys/devices/system/cpu", "/dev/null", "/dev/zero", "/dev/full",
+    "/dev/random", "/dev/urandom", NULL,
+};
+static char view_root[64] = "/tmp/hcp-floor-root-XXXXXX";   /* where the child mounts its root */
+static char view_jail[64] = "/tmp/hcp-floor-jail-XXXXXX";   /* a directory of our own, bound read-write */
+
+/* mkdir -p of path's parents under the new root r (a short path). */
+static void parents(const char *r, const char *path)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s%s", r, path);
+    for (char *c = buf + strlen(r) + 1; (c = strchr(c, '/')) != NULL; c++) {
+        *c = '\0';
+        mkdir(buf, 0755);
+        *c = '/';
+    }
+}
+
+/* One bind: the host path cloned, made read-only, moved onto a mount point
+ * of the same type (or a link where the host has one). */
+static int bind_one(const char *r, const char *path, int rw)
+{
+    char dest[256], link[256];
+    struct stat st;
+    if (lstat(path, &st) < 0)
+        return 0;   /* not on this host */
+    parents(r, path);
+    snprintf(dest, sizeof dest, "%s%s", r, path);
+    if (S_ISLNK(st.st_mode)) {
+        ssize_t n = readlink(path, link, sizeof link - 1);
+        if (n < 0)
+            return -1;
+        link[n] = '\0';
+        return symlink(link, dest);
+    }
+    int fd = (int)syscall(SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    if (fd < 0)
+        return -1;
+    if (S_ISDIR(st.st_mode) ? mkdir(dest, 0755) : close(open(dest, O_CREAT | O_WRONLY | O_CLOEXEC, 0644)))
+        return -1;
+    struct hcp_mount_attr a = { .attr_set = (rw ? 0 : MOUNT_ATTR_RDONLY) | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
+    if (S_ISCHR(st.st_mode))
+        a.attr_set &= ~(unsigned long long)MOUNT_ATTR_NODEV;
+    int r2 = (int)syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a);
+    if (r2 == 0)
+        r2 = (int)syscall(SYS_move_mount, fd, "", AT_FDCWD, dest, MOVE_MOUNT_F_EMPTY_PATH);
+    close(fd);
+    return r2;
+}
+
+/* A fresh mount namespace whose root is a tmpfs holding only the view,
+ * pivoted into, the host's root detached; then a private /proc is not
+ * mounted (the pid namespace case has its own). */
+static void build_view(void)
+{
+    const char *r = view_root;
+    if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+        mount("tmpfs", r, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755"))
+        _exit(96);
+    for (int i = 0; view_paths[i]; i++)
+        if (bind_one(r, view_paths[i], 0) < 0)
+            _exit(97);
+    char old[96];
+    snprintf(old, sizeof old, "%s/.old", r);
+    if (bind_one(r, view_jail, 1) < 0 || mkdir(old, 0700) || syscall(SYS_pivot_root, r, old) || chdir("/") ||
+        umount2("/.old", MNT_DETACH) || rmdir("/.old"))
+        _exit(98);
+}
+
+enum { C_SPAWN, C_VFORK, C_SETSID, C_IPCNS, C_NETNS, C_SETNS, C_MNTNS, C_VIEW, C_PIDNS, C_PIDMAX, C_SECCOMP,
+       C_CAPS, C_LANDLOCK, C_LANDLOCK_PRE, C_CGROUP, C_AUTO, C_ONECALL, NCASES };
 static const char *const names[NCASES] = {
     "posix_spawn+wait (reference)", "clone(VM|VFORK)+exec", "+ setsid (a session: an autogroup)",
     "+ fresh IPC namespace", "+ fresh network namespace", "+ setns into an existing netns",
-    "+ fresh mount namespace (copy)", "+ fresh pid namespace (+fork, wait)", "+ pid_max in it",
+    "+ fresh mount namespace (copy)", "+ a view built from nothing (41 paths, pivot_root)",
+    "+ fresh pid namespace (+fork, wait)", "+ pid_max in it",
     "+ seccomp filter, 36 instructions", "+ capabilities dropped (41 prctl)",
     "+ Landlock, 39 rules built and applied", "+ Landlock, a ruleset built once, applied",
     "+ cgroup.procs write (join a cgroup)",
     "auto's sequence in one child (measured)",
+    "the same from nothing, as a one-call process must (measured)",
 };
 
 static volatile int current;
@@ -132,6 +215,7 @@ static int child(void *arg)
     case C_NETNS: if (unshare(CLONE_NEWNET)) _exit(82); break;
     case C_SETNS: if (setns(netns_fd, CLONE_NEWNET)) _exit(83); break;
     case C_MNTNS: if (unshare(CLONE_NEWNS)) _exit(84); break;
+    case C_VIEW: build_view(); execve("/usr/bin/true", argv_true, envp); _exit(99);
     case C_SECCOMP: load_filter(); break;
     case C_CAPS: drop_caps(); break;
     case C_LANDLOCK: case C_LANDLOCK_PRE:
@@ -196,6 +280,38 @@ static int child(void *arg)
         waitpid(p, &st, 0);
         _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 95);
     }
+    case C_ONECALL: {   /* C_AUTO with nothing made before: what `hcp run` needs at least */
+        if (unshare(CLONE_NEWIPC | CLONE_NEWNET))
+            _exit(91);
+        build_view();
+        if (unshare(CLONE_NEWPID))
+            _exit(91);
+        pid_t p = fork();
+        if (p == 0) {
+            if (mkdir("/proc", 0555) || mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL))
+                _exit(92);
+            int fd = open("/proc/sys/kernel/pid_max", O_WRONLY);
+            if (fd < 0 || write(fd, "513", 3) != 3)
+                _exit(92);
+            close(fd);
+            pid_t q = fork();
+            if (q == 0) {
+                int rs = build_ruleset();
+                load_filter();
+                drop_caps();
+                if (rs < 0 || syscall(SYS_landlock_restrict_self, rs, 0))
+                    _exit(93);
+                execve("/usr/bin/true", argv_true, envp);
+                _exit(99);
+            }
+            int st;
+            waitpid(q, &st, 0);
+            _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 94);
+        }
+        int st;
+        waitpid(p, &st, 0);
+        _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 95);
+    }
     default: break;
     }
     execve("/bin/true", argv_true, envp);
@@ -225,9 +341,20 @@ static double sample(int c)
     return now_us() - t0;
 }
 
-/* A network namespace to join, made once; a Landlock ruleset built once. */
+static void remove_view_dirs(void)
+{
+    rmdir(view_root);
+    rmdir(view_jail);
+}
+
+/* A network namespace to join, made once; a Landlock ruleset built once;
+ * the directories of the view's case. */
 static void setup(void)
 {
+    if (mkdtemp(view_root) && mkdtemp(view_jail))
+        atexit(remove_view_dirs);
+    else
+        view_root[0] = '\0';
     int p[2];
     if (pipe(p) == 0) {   /* a network namespace to join, made once */
         pid_t h = fork();
@@ -273,7 +400,10 @@ static int serve(void)
     setvbuf(stdout, NULL, _IOLBF, 0);
     while (fgets(line, sizeof line, stdin)) {
         int k = atoi(line);
-        double t = k == 0 ? sample(C_SPAWN) : k == 1 && netns_fd >= 0 && prebuilt_fd >= 0 ? sample(C_AUTO) : -1;
+        double t = k == 0                                            ? sample(C_SPAWN)
+                   : k == 1 && netns_fd >= 0 && prebuilt_fd >= 0 ? sample(C_AUTO)
+                   : k == 2 && view_root[0]                      ? sample(C_ONECALL)
+                                                                 : -1;
         printf("%.1f %d\n", t < 0 ? -1.0 : t, t < 0 ? 1 : 0);
     }
     return 0;
@@ -299,6 +429,7 @@ int main(int argc, char **argv)
     int skip[NCASES] = { 0 };
     skip[C_SETNS] = netns_fd < 0;
     skip[C_CGROUP] = cgroup_dir == NULL;
+    skip[C_VIEW] = skip[C_ONECALL] = view_root[0] == '\0';
     skip[C_LANDLOCK_PRE] = prebuilt_fd < 0;
     skip[C_AUTO] = netns_fd < 0 || prebuilt_fd < 0;
     for (int r = 0; r < n; r++)

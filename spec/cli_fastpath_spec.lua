@@ -83,6 +83,18 @@ describe("the fast path of hcp run", function()
     assert.is_true(fast_taken > 100, "the generated lines hardly reach the fast path (seed " .. seed .. ")")
   end)
 
+  it("hcp --version alone prints what argparse's --version prints", function()
+    for _, prog in ipairs({ S.HCP, S.HCPX }) do
+      local fast, code = S.sh(prog .. " --version 2>&1")
+      assert.equal(0, code)
+      -- `--version x`: parsed by argparse, whose --version answers first
+      local slow, code2 = S.sh(prog .. " --version x 2>&1")
+      assert.equal(0, code2)
+      assert.equal(slow, fast)
+      assert.matches("^hcpx? %(hcp%-lua%) %d", fast)
+    end
+  end)
+
   it("is what hcp run takes: argparse is not even loaded", function()
     local dir = S.tmpdir("fastpath-")
     local mark = dir .. "/loaded"
