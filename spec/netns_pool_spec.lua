@@ -252,6 +252,90 @@ describe("a network namespace made ahead (core.netns_prefill)", function()
   end)
 end)
 
+-- `hcp run` starts that holder from its first instruction (hcp_lua.c), so
+-- the namespace is made while the modules load. A config file runs in the
+-- command's own process after they loaded: it tells whether the holder is
+-- there by then.
+describe("hcp run: the call's network namespace made before the modules load", function()
+  local PROBE = [[
+local core = require("hcp.core")
+local me = core.getpid()
+local f = io.open("/proc/" .. me .. "/task/" .. me .. "/children")
+local kids, holder = f and f:read("a") or "", false
+if f then f:close() end
+for pid in kids:gmatch("%%d+") do
+  local c = io.open("/proc/" .. pid .. "/cmdline")
+  -- the holder execs the helper twice, "hcp-spawn 9" then "hcp-spawn hold";
+  -- in the middle of an exec its command line reads empty
+  local cmd = c and c:read("a") or "?"
+  if cmd == "" or cmd:sub(1, 10) == "hcp-spawn\0" then holder = true end
+  if c then c:close() end
+end
+local out = assert(io.open(%q, "w"))
+out:write("holder_at_config=", tostring(holder), "\n")
+out:close()
+return %s
+]]
+
+  local function hcp_run(dir, extra, iso)
+    local cfg = S.write(dir .. "/cfg.lua", string.format(PROBE, dir .. "/probe.out", iso or "{}"))
+    local pack = S.pack(S.manifest("nstool", tool()), dir .. "/packs")
+    local out, code = S.sh(string.format("%s run --config %s --pack-dir %s nstool %s 2>&1", S.HCP, S.q(cfg),
+      S.q(pack), extra or ""))
+    local probe_out = S.read(dir .. "/probe.out") or ""
+    return kv(out .. "\n" .. probe_out), out .. "\n" .. probe_out, code
+  end
+
+  -- processes of the spawn helper, in whatever stage (a zombie counts: it is
+  -- alive to kill(0))
+  local function holders()
+    local n = 0
+    for _, pid in ipairs(core.listdir("/proc") or {}) do
+      local cmd = pid:match("^%d+$") and S.read("/proc/" .. pid .. "/cmdline")
+      if cmd and cmd:sub(1, 10) == "hcp-spawn\0" and S.alive(pid) then n = n + 1 end
+    end
+    return n
+  end
+  local function none_left(before, what)
+    assert(S.wait_until(function() return holders() == before end, 10, "no helper process left after " .. what))
+  end
+
+  it("is there before the config file runs, fresh, and taken by the call; nothing is left", function()
+    if not HAS then pending(WHY) return end
+    if not ROOT then pending("root only: a runtime that is not root makes none ahead") return end
+    local name = "hcp-early-" .. PID
+    local listener = start({ "alisten", name, "30" }, {}) -- in the runtime's own namespace
+    assert(S.wait_until(function() -- until it listens: connected from the runtime's own namespace
+      return start({ "aconnect", name }, {}):wait().stdout:find("connect=0", 1, true)
+    end, 10, "the listener"))
+    local before = holders()
+    local r, out, code = hcp_run(S.tmpdir("early-"), "aconnect " .. name)
+    listener:kill("KILL")
+    listener:wait()
+    assert.equals(0, code, out)
+    assert.equals("true", r.holder_at_config, out)
+    assert.equals(ECONNREFUSED, r.connect, out) -- not the runtime's namespace: its listener is not there
+    assert.are_not.equal(kv(start(nil, {}):wait().stdout).ns, r.ns)
+    none_left(before, "hcp run")
+  end)
+
+  it("one the call does not use (isolation minimal), or a run that stops at its arguments, leaves none", function()
+    if not HAS then pending(WHY) return end
+    if not ROOT then pending("root only: a runtime that is not root makes none ahead") return end
+    local before = holders()
+    local r, out, code = hcp_run(S.tmpdir("early-"), "", '{ isolation = "minimal" }')
+    assert.equals(0, code, out)
+    assert.equals("true", r.holder_at_config, out) -- made before the options were known
+    assert.equals(kv(start(nil, {}):wait().stdout).ns, r.ns) -- minimal: the runtime's own
+    none_left(before, "hcp run with isolation minimal")
+    for _, args in ipairs({ "run --help", "run --bogus x", "run" }) do
+      local _, c = S.sh(S.HCP .. " " .. args .. " > /dev/null 2>&1")
+      assert.is_true(c ~= 0 or args == "run --help", args)
+      none_left(before, "hcp " .. args)
+    end
+  end)
+end)
+
 describe("netns = fd", function()
   it("joins that namespace: a listener in it is reachable, the host's loopback is not", function()
     if not HAS then pending(WHY) return end

@@ -7,6 +7,7 @@
  * The interactive REPL is in repl.c. */
 #include "hcp_core.h"
 #include "hcp_lua.h"
+#include "isolation.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -501,6 +502,10 @@ static int pcli(lua_State *L)
     drop_cwd_templates(L, "path");
     drop_cwd_templates(L, "cpath");
     hcp_luac_install(L);   /* the modules of a command, compiled once */
+    /* a call's network namespace, made on the other CPU while the modules
+     * load (root only; see netns_pool.c) */
+    if (strcmp(name, "hcpx") == 0 || (argc > 1 && strcmp(argv[1], "run") == 0))
+        hcp_netns_prefill_early();
     createargtable(L, argv, argc, argc);
     lua_settop(L, 0);
 

@@ -146,6 +146,9 @@ unsigned long long hcp_fnv1a(const char *s);
  * namespace that owns it), or { -1, -1 }. */
 struct hcp_netns { int net, user; };
 struct hcp_netns hcp_netns_take(int root);
+/* A namespace made ahead from the process's start (hcp run): what
+ * core.netns_prefill does, and the holder ended at exit if no call took it. */
+void hcp_netns_prefill_early(void);
 /* Gives one back (or closes it when the pool is full). */
 void hcp_netns_give(struct hcp_netns ns, int root);
 /* The namespaces a running child is in: /proc/<pid>/ns/net (and user). */

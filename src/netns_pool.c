@@ -17,7 +17,12 @@
  * the ~0.5 ms of making one runs on another CPU while the call's Lua stages
  * run, instead of in the child after them. The holder runs nothing but the
  * helper's wait for its stdin to close; no process but it was ever in the
- * namespace, which is what a fresh one is. */
+ * namespace, which is what a fresh one is.
+ *
+ * `hcp run` and `hcpx` (hcp_lua.c) start that holder before their modules
+ * load, so the namespace is ready when the call spawns (started at the
+ * call's first stage, the spawn waited ~0.7 ms for it); one no call takes is
+ * ended by the runtime's close, or at exit (atexit). */
 #include "isolation.h"
 #include "spawn.h"
 
@@ -28,6 +33,7 @@
 #include <sys/wait.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #define POOL_MAX 16
@@ -114,11 +120,9 @@ static int start_ahead(void)
     return 0;
 }
 
-/* core.netns_prefill() -> true when a namespace is being made ahead, false
- * when none is needed (one is pooled or on its way, or the pool has served
- * calls already) or possible here (not root, no helper, or the start
- * failed: the call makes its own then). */
-static int l_netns_prefill(lua_State *L)
+/* Starts a holder if one is needed and possible: root, a helper, the pool
+ * empty, none on its way, the pool never given to. 1 when started. */
+static int prefill(void)
 {
     int started = 0;
     if (geteuid() == 0 && hcp_helper_fd() >= 0) {
@@ -128,8 +132,33 @@ static int l_netns_prefill(lua_State *L)
             started = start_ahead() == 0;
         pthread_mutex_unlock(&lock);
     }
-    lua_pushboolean(L, started);
+    return started;
+}
+
+/* core.netns_prefill() -> true when a namespace is being made ahead, false
+ * when none is needed (one is pooled or on its way, or the pool has served
+ * calls already) or possible here (not root, no helper, or the start
+ * failed: the call makes its own then). */
+static int l_netns_prefill(lua_State *L)
+{
+    lua_pushboolean(L, prefill());
     return 1;
+}
+
+static void cancel_at_exit(void)
+{
+    pthread_mutex_lock(&lock);
+    if (ahead.pid > 0)
+        end_ahead();
+    reap_done(1);
+    pthread_mutex_unlock(&lock);
+}
+
+void hcp_netns_prefill_early(void)
+{
+    static int registered;
+    if (prefill() && !registered)
+        registered = atexit(cancel_at_exit) == 0;
 }
 
 /* core.netns_prefill_cancel(): ends a holder not taken (a runtime's close),
@@ -137,11 +166,7 @@ static int l_netns_prefill(lua_State *L)
 static int l_netns_prefill_cancel(lua_State *L)
 {
     (void)L;
-    pthread_mutex_lock(&lock);
-    if (ahead.pid > 0)
-        end_ahead();
-    reap_done(1);
-    pthread_mutex_unlock(&lock);
+    cancel_at_exit();
     return 0;
 }
 
