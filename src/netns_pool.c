@@ -145,9 +145,23 @@ static int l_netns_prefill(lua_State *L)
     return 1;
 }
 
-static void cancel_at_exit(void)
+/* Ends a holder no spawn took, and reaps the ended ones. */
+static void cancel_ahead(void)
 {
     pthread_mutex_lock(&lock);
+    if (ahead.pid > 0)
+        end_ahead();
+    reap_done(1);
+    pthread_mutex_unlock(&lock);
+}
+
+/* At exit: the same, unless another thread holds the lock (an exit from
+ * one thread while another takes a namespace) — then the holder ends by
+ * itself, when its stdin closes with this process. */
+static void cancel_at_exit(void)
+{
+    if (pthread_mutex_trylock(&lock) != 0)
+        return;
     if (ahead.pid > 0)
         end_ahead();
     reap_done(1);
@@ -166,7 +180,7 @@ void hcp_netns_prefill_early(void)
 static int l_netns_prefill_cancel(lua_State *L)
 {
     (void)L;
-    cancel_at_exit();
+    cancel_ahead();
     return 0;
 }
 
