@@ -21,8 +21,11 @@ local which = lib.which
 -- auto's sequence from nothing, as a one-call process must (a fresh network
 -- namespace, a view of 41 binds, the pid namespace, Landlock built now:
 -- `bench_floors sample` 2), against posix_spawn of /bin/true (its 0). The
--- rest is the runtime, the call and the exit.
-local RUN_CASES = { "jq", "run", "true", "interp", "modules" }
+-- rest is the runtime, the call and the exit. And the same for a pack of
+-- /bin/true against /bin/true: jq's own time varies by milliseconds from
+-- run to run here (15–22 ms), /bin/true's by tens of microseconds, so this
+-- pair measures what `hcp run` adds more exactly.
+local RUN_CASES = { "jq", "run", "true", "interp", "modules", "run_true" }
 
 local function run_samples(s, floor, n, gap)
   local cases = {}
@@ -49,8 +52,10 @@ end
 local function run_section()
   local jq = which("jq")
   if not jq then print("hcp run: no jq on this host, skipped") return end
+  local packs = lib.packs(1, "runpacks") -- the pack "true": /bin/true
   local s = lib.sampler("run", string.format("%s/bench_sampler %s -n 1 -- %s run --pack-dir packs-examples jq -n 1"
-    .. " -- /bin/true -- %s -e '' -- %s --version", q(build), jq, HCP, q(build .. "/bin/hcp-lua"), HCP))
+    .. " -- /bin/true -- %s -e '' -- %s --version -- %s run --pack-dir %s true", q(build), jq, HCP,
+    q(build .. "/bin/hcp-lua"), HCP, HCP, q(packs)))
   local floor = floor_sampler()
   local n = math.max(100, lib.N // 3)
   print(string.format("hcp run jq -n 1 against jq -n 1 itself, %d each, interleaved", n))
@@ -60,10 +65,14 @@ local function run_section()
     print(string.format("  %-14s jq %6.1f ms (p90 %6.1f)   hcp run %6.1f ms (p90 %6.1f)   adds %5.1f ms   target <= 5 ms: %s",
       gap == 0 and "back to back" or (gap .. " ms idle"), ma / 1e3, pa / 1e3, mb / 1e3, pb / 1e3, (mb - ma) / 1e3,
       lib.verdict(mb - ma <= 5000)))
+    local mt, pt = m.run_true[1], m.run_true[2]
+    print(string.format("  %-14s true %5.1f ms (p90 %6.1f)   hcp run %6.1f ms (p90 %6.1f)   adds %5.1f ms   target <= 5 ms: %s",
+      "", m["true"][1] / 1e3, m["true"][2] / 1e3, mt / 1e3, pt / 1e3, (mt - m["true"][1]) / 1e3,
+      lib.verdict(mt - m["true"][1] <= 5000)))
     local interp, mods = m.interp[1] - m["true"][1], m.modules[1] - m.interp[1]
     print(string.format("  %-14s of which: hcp-lua's start %4.1f ms (hcp-lua -e '' over /bin/true), its modules "
-      .. "%4.1f ms (hcp --version over hcp-lua -e ''), the runtime, call and exit %4.1f ms", "", interp / 1e3,
-      mods / 1e3, (mb - ma - interp - mods) / 1e3))
+      .. "%4.1f ms (hcp --version over hcp-lua -e ''), the runtime, call and exit %4.1f ms (of /bin/true's)", "",
+      interp / 1e3, mods / 1e3, (mt - m["true"][1] - interp - mods) / 1e3))
     if floor then
       local layers = m.floor[1] - m.spawn[1]
       print(string.format("  %-14s floor: the layers alone, from nothing, in C: %4.1f ms (p90 %4.1f) over posix_spawn;"
