@@ -205,6 +205,40 @@ static const char *const names[NCASES] = {
 
 static volatile int current;
 
+/* The rest of auto's sequence, in a pid namespace just unshared: its init
+ * (pid 1) sets pid_max and forks the program (pid 2), which loads the
+ * filter, drops the capabilities, applies Landlock and execs true; the
+ * caller exits with the init's status. `fresh` (one call from nothing):
+ * the init mounts its own /proc first, and the program builds its ruleset
+ * rather than taking the prebuilt one. */
+static _Noreturn void pid_tree(int fresh)
+{
+    int st;
+    pid_t p = fork();
+    if (p == 0) {
+        if (fresh && (mkdir("/proc", 0555) || mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL)))
+            _exit(92);
+        int fd = open("/proc/sys/kernel/pid_max", O_WRONLY);
+        if (fd < 0 || write(fd, "513", 3) != 3)
+            _exit(92);
+        close(fd);
+        pid_t q = fork();
+        if (q == 0) {
+            int rs = fresh ? build_ruleset() : ruleset_fd;
+            load_filter();
+            drop_caps();
+            if (rs < 0 || syscall(SYS_landlock_restrict_self, rs, 0))
+                _exit(93);
+            execve(fresh ? "/usr/bin/true" : "/bin/true", argv_true, envp);
+            _exit(99);
+        }
+        waitpid(q, &st, 0);
+        _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 94);
+    }
+    waitpid(p, &st, 0);
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 95);
+}
+
 static int child(void *arg)
 {
     (void)arg;
@@ -254,64 +288,17 @@ static int child(void *arg)
         waitpid(p, &st, 0);
         _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 89);
     }
-    case C_AUTO: {   /* what the helper does for auto, in its order */
+    case C_AUTO:   /* what the helper does for auto, in its order */
         if (unshare(CLONE_NEWIPC) || setns(netns_fd, CLONE_NEWNET) || unshare(CLONE_NEWNS | CLONE_NEWPID))
             _exit(91);
-        pid_t p = fork();
-        if (p == 0) {
-            int fd = open("/proc/sys/kernel/pid_max", O_WRONLY);
-            if (fd < 0 || write(fd, "513", 3) != 3)
-                _exit(92);
-            close(fd);
-            pid_t q = fork();
-            if (q == 0) {
-                load_filter();
-                drop_caps();
-                if (syscall(SYS_landlock_restrict_self, ruleset_fd, 0))
-                    _exit(93);
-                execve("/bin/true", argv_true, envp);
-                _exit(99);
-            }
-            int st;
-            waitpid(q, &st, 0);
-            _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 94);
-        }
-        int st;
-        waitpid(p, &st, 0);
-        _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 95);
-    }
-    case C_ONECALL: {   /* C_AUTO with nothing made before: what `hcp run` needs at least */
+        pid_tree(0);
+    case C_ONECALL:   /* C_AUTO with nothing made before: what `hcp run` needs at least */
         if (unshare(CLONE_NEWIPC | CLONE_NEWNET))
             _exit(91);
         build_view();
         if (unshare(CLONE_NEWPID))
             _exit(91);
-        pid_t p = fork();
-        if (p == 0) {
-            if (mkdir("/proc", 0555) || mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL))
-                _exit(92);
-            int fd = open("/proc/sys/kernel/pid_max", O_WRONLY);
-            if (fd < 0 || write(fd, "513", 3) != 3)
-                _exit(92);
-            close(fd);
-            pid_t q = fork();
-            if (q == 0) {
-                int rs = build_ruleset();
-                load_filter();
-                drop_caps();
-                if (rs < 0 || syscall(SYS_landlock_restrict_self, rs, 0))
-                    _exit(93);
-                execve("/usr/bin/true", argv_true, envp);
-                _exit(99);
-            }
-            int st;
-            waitpid(q, &st, 0);
-            _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 94);
-        }
-        int st;
-        waitpid(p, &st, 0);
-        _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 95);
-    }
+        pid_tree(1);
     default: break;
     }
     execve("/bin/true", argv_true, envp);

@@ -145,13 +145,18 @@ static int l_netns_prefill(lua_State *L)
     return 1;
 }
 
-/* Ends a holder no spawn took, and reaps the ended ones. */
-static void cancel_ahead(void)
+/* Ends a holder no spawn took, and reaps the ended ones (the lock held). */
+static void cancel_locked(void)
 {
-    pthread_mutex_lock(&lock);
     if (ahead.pid > 0)
         end_ahead();
     reap_done(1);
+}
+
+static void cancel_ahead(void)
+{
+    pthread_mutex_lock(&lock);
+    cancel_locked();
     pthread_mutex_unlock(&lock);
 }
 
@@ -162,9 +167,7 @@ static void cancel_at_exit(void)
 {
     if (pthread_mutex_trylock(&lock) != 0)
         return;
-    if (ahead.pid > 0)
-        end_ahead();
-    reap_done(1);
+    cancel_locked();
     pthread_mutex_unlock(&lock);
 }
 
