@@ -697,13 +697,17 @@ local function split_run(words, start)
   return nil
 end
 
+-- Where `run`'s words start: after `run`, or at once for hcpx.
+local function first_word()
+  return prog == "hcpx" and 1 or 2
+end
+
 -- The words of a command line, and for `run`/`hcpx` the child's arguments
 -- split off after PACK (nil for other commands, or when PACK is missing).
 local function split_words(args)
   local words = table.move(args or {}, 1, #(args or {}), 1, {})
-  local first = prog == "hcpx" and 1 or 2
   if prog == "hcpx" or words[1] == "run" then
-    local at = split_run(words, first)
+    local at = split_run(words, first_word())
     if at and at <= #words then
       return table.move(words, 1, at, 1, {}), table.move(words, at + 1, #words, 1, {})
     end
@@ -715,7 +719,7 @@ end
 -- can, else by argparse. Returns a, or nil, the message, and the parser.
 local function parse(args, no_fast)
   local words, rest = split_words(args)
-  local a = rest and not no_fast and fast_run(words, prog == "hcpx" and 1 or 2, prog ~= "hcpx" and "run" or nil)
+  local a = rest and not no_fast and fast_run(words, first_word(), prog ~= "hcpx" and "run" or nil)
   local parser
   if not a then
     local ok
@@ -736,7 +740,7 @@ end
 function M.parse_both(name, args)
   prog = name
   local words, rest = split_words(args)
-  local fast = rest and fast_run(words, name == "hcpx" and 1 or 2, name ~= "hcpx" and "run" or nil)
+  local fast = rest and fast_run(words, first_word(), name ~= "hcpx" and "run" or nil)
   if fast then fast.args = rest end
   return fast, parse(args, true)
 end
