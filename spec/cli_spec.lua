@@ -376,6 +376,26 @@ describe("common options", function()
     assert.matches("native%-local mode", err)
   end)
 
+  -- §10.3: native-local takes both flags, whichever parser reads them (the
+  -- plain spelling goes through cli.lua's fast_run, `--pack-dir=` through
+  -- argparse), for hcp run and hcpx alike
+  it("§10.3 --native-local alone stays in sandbox, through either parser of hcp run and hcpx", function()
+    local root = S.pack(S.manifest("envdump", "env"))
+    for _, line in ipairs({ HCP .. " run --native-local --pack-dir " .. q(root) .. " envdump",
+        HCP .. " run --native-local --pack-dir=" .. q(root) .. " envdump",
+        HCPX .. " --native-local --pack-dir " .. q(root) .. " envdump",
+        HCPX .. " --no-sandbox --pack-dir=" .. q(root) .. " envdump" }) do
+      local out, err = run(line)
+      assert.is_truthy(out:find("HCP_SANDBOX=sandbox\n", 1, true), line .. "\n" .. out)
+      assert.is_truthy(err:find("sandbox mode stays on", 1, true), line .. "\n" .. err)
+    end
+    for _, line in ipairs({ HCPX .. " --no-sandbox --native-local --pack-dir " .. q(root) .. " envdump",
+        HCP .. " run --native-local --no-sandbox --pack-dir=" .. q(root) .. " envdump" }) do
+      local out = run(line)
+      assert.is_truthy(out:find("HCP_SANDBOX=native-local\n", 1, true), line .. "\n" .. out)
+    end
+  end)
+
   for _, cmd in ipairs({ "run", "call", "list", "validate", "doctor", "wrap" }) do
     it("hcp " .. cmd .. " --help prints its usage and exits 0", function()
       local out, _, code = run(HCP .. " " .. cmd .. " --help")
