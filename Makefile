@@ -23,7 +23,8 @@ DOCDIR    ?= $(PREFIX)/share/doc/hcp-lua
 
 # Debian packages the build, the specs and the example packs need.
 # lua-argparse: the command-line parser of hcp/hcpx (issue 3), well kept and tiny.
-# libreadline-dev: line editing and history for the hcp-lua REPL.
+# libreadline-dev: line editing and history for the hcp-lua REPL (its headers at build time; the
+#   REPL loads libreadline.so.8 when it starts on a terminal, see src/readline_dl.c).
 # jq sqlite3 bc libxml2-utils git qrencode: the bins of packs-examples/ (jq is the demo).
 # bubblewrap: the bwrap driver (§10.6), a container tool we trust rather than rewrite.
 # procps (pgrep) and groff-base: the specs check for leftover processes and render the man pages.
@@ -59,9 +60,10 @@ WARN   := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
           -Wpointer-arith -Wformat=2 -Wundef -Werror
 CFLAGS ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(LUA_CFLAGS) -fPIC
-LDLIBS := $(LUA_LIBS) -lreadline
+# readline is not linked: the REPL loads it (src/readline_dl.c)
+LDLIBS := $(LUA_LIBS)
 
-CORE_SRC := $(filter-out src/hcp_lua.c src/repl.c src/luac_cache.c,$(wildcard src/*.c))
+CORE_SRC := $(filter-out src/hcp_lua.c src/repl.c src/readline_dl.c src/luac_cache.c,$(wildcard src/*.c))
 CORE_OBJ := $(CORE_SRC:src/%.c=$(BUILD)/obj/%.o)
 HDRS     := $(wildcard src/*.h)
 LUA_MODULES := $(shell cd lua && find hcp -name '*.lua' | sort)
@@ -125,7 +127,7 @@ $(CORE_SO): $(CORE_OBJ) | $(dir $(CORE_SO))
 
 # hcp-lua embeds the core (preloaded as hcp.core); hcp and hcpx are links to
 # it that it dispatches on by argv[0].
-$(HCP_LUA): $(BUILD)/obj/hcp_lua.o $(BUILD)/obj/repl.o $(BUILD)/obj/luac_cache.o $(CORE_OBJ) | $(BUILD)/bin
+$(HCP_LUA): $(BUILD)/obj/hcp_lua.o $(BUILD)/obj/repl.o $(BUILD)/obj/readline_dl.o $(BUILD)/obj/luac_cache.o $(CORE_OBJ) | $(BUILD)/bin
 	$(CC) $(ALL_CFLAGS) -rdynamic -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/bin/hcp $(BUILD)/bin/hcpx: | $(BUILD)/bin

@@ -14,7 +14,7 @@ local PRELUDE = [==[
 import fcntl, os, pty, select, struct, sys, termios, time
 exe, state, packs = sys.argv[1], sys.argv[2], sys.argv[3]
 fd, pid, buf = None, None, b""
-def start(cols=None, columns=None, pack_path=None):
+def start(cols=None, columns=None, pack_path=None, env=None):
     global fd, pid, buf
     buf = b""
     pid, fd = pty.fork()
@@ -25,6 +25,7 @@ def start(cols=None, columns=None, pack_path=None):
         os.environ.pop("HCP_CONFIG", None)
         os.environ.pop("COLUMNS", None)
         if columns: os.environ["COLUMNS"] = columns
+        if env: os.environ.update(env)
         os.execv(exe, [exe])
     if cols:
         fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, cols, 0, 0))
@@ -92,6 +93,34 @@ print("EXIT", quit())
     assert.matches("CALL True\n", out)
     assert.matches("EXIT 0\n", out)
     assert.matches('\nrt:call{pack="jq", op="eval", params', history(), 1, true)
+  end)
+
+  -- readline is loaded when the REPL starts on a terminal, not linked
+  -- (src/readline_dl.c): no start of hcp-lua, hcp or hcpx pays for it
+  it("is not linked to readline: hcp-lua loads it only for a REPL on a terminal", function()
+    local needed = S.sh("LC_ALL=C readelf -d " .. q(HCP_LUA) .. " 2>&1")
+    assert.matches("NEEDED", needed)
+    assert.not_matches("readline", needed)
+    assert.not_matches("tinfo", needed)
+  end)
+
+  it("HCP_READLINE=none: a plain prompt on the terminal, no editing and no history, and no warning", function()
+    local out = drive([[
+start(env={"HCP_READLINE": "none"})
+expect("hcp> ")
+send("string.upp\t('abc')\n")
+seen = expect("hcp> ")
+print("TAB", "attempt to call a nil value" in seen or "unexpected symbol" in seen or "upp\t" in seen)
+send("print(6*7)\n")
+print("CALL", "42" in expect("hcp> ").splitlines())
+print("EXIT", quit())
+]])
+    -- without readline TAB is a character of the line, not a completion
+    assert.matches("TAB True\n", out)
+    assert.matches("CALL True\n", out)
+    assert.matches("EXIT 0\n", out)
+    assert.not_matches("no line editing", out)
+    assert.is_nil(io.open(T .. "/state/hcp/history"))
   end)
 
   it("keeps a multi-line chunk as one history entry, recalled whole in the next session", function()

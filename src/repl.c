@@ -20,8 +20,7 @@
 
 #include <lauxlib.h>
 
-#include <readline/history.h>
-#include <readline/readline.h>
+#include "readline_dl.h"
 
 #define PROMPT1 "hcp> "
 #define PROMPT2 ">> "
@@ -44,7 +43,7 @@ static void on_rl_line(char *line)
     line_result = line;
     line_done = 1;
     /* Removed here, or readline would print the prompt again. */
-    rl_callback_handler_remove();
+    hcp_rl.callback_handler_remove();
 }
 
 enum { LINE_OK, LINE_EOF, LINE_INTR };
@@ -64,27 +63,27 @@ static int readline_intr(const char *prompt, char **out)
     hcp_lua_set_sigint(on_prompt_sigint, 0);
     line_done = 0;
     line_result = NULL;
-    rl_callback_handler_install(prompt, on_rl_line);
-    pfd.fd = fileno(rl_instream ? rl_instream : stdin);
+    hcp_rl.callback_handler_install(prompt, on_rl_line);
+    pfd.fd = fileno(*hcp_rl.instream ? *hcp_rl.instream : stdin);
     pfd.events = POLLIN;
     while (!line_done) {
         if (prompt_interrupted) {
             /* Drop the half-typed line and start afresh on a new prompt. */
-            rl_free_line_state();
-            rl_callback_sigcleanup();
-            rl_replace_line("", 0);
-            rl_callback_handler_remove();
-            fputs("\n", rl_outstream ? rl_outstream : stdout);
+            hcp_rl.free_line_state();
+            hcp_rl.callback_sigcleanup();
+            hcp_rl.replace_line("", 0);
+            hcp_rl.callback_handler_remove();
+            fputs("\n", *hcp_rl.outstream ? *hcp_rl.outstream : stdout);
             result = LINE_INTR;
             break;
         }
         if (ppoll(&pfd, 1, NULL, &orig) < 0) {
             if (errno == EINTR)
                 continue;
-            rl_callback_handler_remove();  /* unusable terminal: treat as EOF */
+            hcp_rl.callback_handler_remove();  /* unusable terminal: treat as EOF */
             break;
         }
-        rl_callback_read_char();
+        hcp_rl.callback_read_char();
     }
     hcp_lua_set_sigint(SIG_DFL, 0);
     sigprocmask(SIG_SETMASK, &orig, NULL);
@@ -133,11 +132,11 @@ static void save_line(const char *line)
 {
     if (!use_readline || line[0] == '\0')
         return;
-    add_history(line);
+    hcp_rl.add_history(line);
     /* Appended at once so a crash or kill loses nothing; failures (read-only
      * home, …) only cost the history. */
     if (histfile)
-        (void)append_history(1, histfile);
+        (void)hcp_rl.append_history(1, histfile);
 }
 
 /* The line as an expression first, so "1+1" prints 2. */
@@ -289,7 +288,7 @@ static int complete_in_lua(lua_State *L)
     return 2;
 }
 
-/* Asks Lua about rl_line_buffer up to rl_point; any failure means no
+/* Asks Lua about readline's line buffer up to its point; any failure means no
  * candidates (completion must never break the prompt). */
 static void cands_fill(void)
 {
@@ -299,12 +298,12 @@ static void cands_fill(void)
 
     cands_clear();
     lua_pushcfunction(L, complete_in_lua);
-    lua_pushlstring(L, rl_line_buffer, (size_t)rl_point);
+    lua_pushlstring(L, *hcp_rl.line_buffer, (size_t)*hcp_rl.point);
     if (lua_pcall(L, 1, 2, 0) != LUA_OK || !lua_istable(L, -2) || !lua_isinteger(L, -1))
         goto done;
     start = lua_tointeger(L, -1);
     len = (lua_Integer)lua_rawlen(L, -2);
-    if (start < 1 || start > (lua_Integer)rl_point + 1 || len <= 0 || len > 100000)
+    if (start < 1 || start > (lua_Integer)*hcp_rl.point + 1 || len <= 0 || len > 100000)
         goto done;
     n = (int)len;
     if (!(cands = calloc((size_t)n, sizeof *cands)))
@@ -325,7 +324,7 @@ done:
 static char *word_break_hook(void)
 {
     cands_fill();
-    break_set[0] = cand_start > 0 ? rl_line_buffer[cand_start - 1] : '\0';
+    break_set[0] = cand_start > 0 ? (*hcp_rl.line_buffer)[cand_start - 1] : '\0';
     break_set[1] = '\0';
     return break_set;
 }
@@ -339,14 +338,14 @@ static char *cand_for(int i, int start)
 
     if (start >= cand_start) {
         skip = (size_t)(start - cand_start);
-        if (strlen(c) < skip || strncmp(c, rl_line_buffer + cand_start, skip) != 0)
+        if (strlen(c) < skip || strncmp(c, *hcp_rl.line_buffer + cand_start, skip) != 0)
             return NULL;
         return strdup(c + skip);
     }
     lead = (size_t)(cand_start - start);
     if (!(out = malloc(lead + strlen(c) + 1)))
         return NULL;
-    memcpy(out, rl_line_buffer + start, lead);
+    memcpy(out, *hcp_rl.line_buffer + start, lead);
     strcpy(out + lead, c);
     return out;
 }
@@ -371,14 +370,14 @@ static char **attempt_completion(const char *text, int start, int end)
     char **matches = NULL;
 
     (void)end;
-    rl_attempted_completion_over = 1;  /* never fall back to file names */
-    rl_completion_append_character = '\0';
-    rl_completion_suppress_quote = 1;
+    *hcp_rl.attempted_completion_over = 1;  /* never fall back to file names */
+    *hcp_rl.completion_append_character = '\0';
+    *hcp_rl.completion_suppress_quote = 1;
     if (cand_start < 0)  /* the hook was not called for this completion */
         cands_fill();
     gen_start = start;
     if (ncands > 0)
-        matches = rl_completion_matches(text, cand_generator);
+        matches = hcp_rl.completion_matches(text, cand_generator);
     cands_clear();
     return matches;
 }
@@ -388,10 +387,10 @@ static int tab_key(int count, int key)
 {
     int i;
 
-    for (i = 0; i < rl_point; i++)
-        if (rl_line_buffer[i] != ' ' && rl_line_buffer[i] != '\t')
-            return rl_complete(count, key);
-    return rl_insert_text("\t") >= 0 ? 0 : 1;
+    for (i = 0; i < *hcp_rl.point; i++)
+        if ((*hcp_rl.line_buffer)[i] != ' ' && (*hcp_rl.line_buffer)[i] != '\t')
+            return hcp_rl.complete(count, key);
+    return hcp_rl.insert_text("\t") >= 0 ? 0 : 1;
 }
 
 static void completion_setup(lua_State *L)
@@ -399,10 +398,10 @@ static void completion_setup(lua_State *L)
     replL = L;
     /* no quote handling of readline's own: it would append the quote that
      * precedes the word (the Lua side closes a string it completed) */
-    rl_basic_quote_characters = "";
-    rl_completion_word_break_hook = word_break_hook;
-    rl_attempted_completion_function = attempt_completion;
-    rl_bind_key('\t', tab_key);
+    *hcp_rl.basic_quote_characters = "";
+    *hcp_rl.completion_word_break_hook = word_break_hook;
+    *hcp_rl.attempted_completion_function = attempt_completion;
+    hcp_rl.bind_key('\t', tab_key);
 }
 
 /* ---- hcp.repl.tty: the terminal's width, for hcp.repl.width ----------- */
@@ -522,16 +521,16 @@ static void history_open(void)
     histfile = history_path();
     if (!histfile)
         return;
-    using_history();
-    stifle_history(HISTORY_MAX);
+    hcp_rl.using_history();
+    hcp_rl.stifle_history(HISTORY_MAX);
     /* Each entry is written after a timestamp line, so the lines of a
      * multi-line chunk read back as one entry. */
-    history_comment_char = '#';
-    history_write_timestamps = 1;
+    *hcp_rl.history_comment_char = '#';
+    *hcp_rl.history_write_timestamps = 1;
     /* append_history needs an existing file: create it (0600) when absent;
      * rewrite one of an older hcp-lua, which had no timestamps. */
-    if (read_history(histfile) != 0 || !history_has_stamps(histfile))
-        (void)write_history(histfile);
+    if (hcp_rl.read_history(histfile) != 0 || !history_has_stamps(histfile))
+        (void)hcp_rl.write_history(histfile);
 }
 
 static void history_close(void)
@@ -540,9 +539,9 @@ static void history_close(void)
         /* The last HISTORY_MAX entries, whole (history_truncate_file counts
          * lines and can cut a multi-line entry), re-read first so that what
          * another session appended meanwhile stays. */
-        clear_history();
-        if (read_history(histfile) == 0)
-            (void)write_history(histfile);
+        hcp_rl.clear_history();
+        if (hcp_rl.read_history(histfile) == 0)
+            (void)hcp_rl.write_history(histfile);
         free(histfile);
         histfile = NULL;
     }
@@ -553,10 +552,19 @@ void hcp_lua_repl(lua_State *L)
     int status;
     const char *oldprogname = hcp_lua_progname;
 
-    use_readline = isatty(STDIN_FILENO);
+    const char *want = getenv("HCP_READLINE");
+    use_readline = isatty(STDIN_FILENO) && !(want && strcmp(want, "none") == 0);
     if (use_readline) {
-        rl_readline_name = "hcp";
-        rl_catch_signals = 0;  /* our own SIGINT handling, see readline_intr */
+        char why[256];
+        if (hcp_readline_load(why, sizeof why) < 0) {
+            /* said, not hidden: the prompt works, without editing or history */
+            fprintf(stderr, "hcp-lua: no line editing: %s\n", why);
+            use_readline = 0;
+        }
+    }
+    if (use_readline) {
+        *hcp_rl.readline_name = "hcp";
+        *hcp_rl.catch_signals = 0;  /* our own SIGINT handling, see readline_intr */
         history_open();
         completion_setup(L);
     }
