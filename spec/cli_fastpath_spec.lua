@@ -110,4 +110,44 @@ describe("the fast path of hcp run", function()
     assert.is_true(os.execute(cmd))
     assert.equal("true", S.read(mark))
   end)
+
+  -- the modules a call needs only for what this one does not have (an audit
+  -- log, a manifest's mocks or variables, a stderr to read hints from) are
+  -- loaded when they are needed, not at every start
+  it("loads the audit, mocks, env-rules and hint modules only for a call that uses them", function()
+    local dir = S.tmpdir("lazymods-")
+    local mark = dir .. "/required"
+    -- the config file runs after parsing, before the runtime: it writes
+    -- what is loaded by then, and a searcher it places first sees every
+    -- module looked for from then on, then lets the real searchers find it
+    local probe = string.format([[
+local f = assert(io.open(%q, 'w'))
+for name in pairs(package.loaded) do f:write(name, '\n') end
+table.insert(package.searchers, 1, function(name) f:write(name, '\n') f:flush() return nil end)
+return { audit = os.getenv('PROBE_AUDIT') }]], mark)
+    S.write(dir .. "/probe.lua", probe)
+    S.mkdir(dir .. "/packs/plain")
+    S.mkdir(dir .. "/packs/rich")
+    S.write(dir .. "/packs/plain/hcp.json", '{"hcp":1,"name":"plain","wrap":{"bin":"/bin/sh","args":["-c","exit 0"]}}')
+    S.write(dir .. "/packs/rich/hcp.json", [[{"hcp":1,"name":"rich","wrap":{"bin":"/bin/sh",
+      "args":["-c","echo missing.txt: No such file or directory >&2; exit 1"], "agent_env":{"RICH":"1"}},
+      "mocks":{"exec":{"stdout":"mocked"}}}]])
+    local function required(pack, env)
+      local cmd = string.format("cd %s && %s %s run --config %s --pack-dir %s %s missing.txt > /dev/null 2> %s",
+        q(dir), env, S.HCP, q(dir .. "/probe.lua"), q(dir .. "/packs"), pack, q(dir .. "/stderr"))
+      os.execute(cmd)
+      local set = {}
+      for name in S.read(mark):gmatch("[^\n]+") do set[name] = true end
+      return set
+    end
+    local lazy = { "hcp.audit", "hcp.manifest.mocks", "hcp.envrules", "hcp.workspace.hint" }
+    local plain = required("plain", "")
+    assert.is_true(plain["hcp.cli"] and plain["hcp.driver.local"], "the probe saw the modules loaded before and after")
+    for _, m in ipairs(lazy) do assert.is_nil(plain[m], m .. " loaded by a call that does not use it") end
+    local rich = required("rich", "PROBE_AUDIT=" .. q(dir .. "/audit.log"))
+    for _, m in ipairs(lazy) do assert.is_true(rich[m], m .. " not loaded by a call that uses it") end
+    -- and each did its work: the log, the hint on the name the tool did not find
+    assert.matches('"call":"rich.exec"', S.read(dir .. "/audit.log"))
+    assert.matches('hint: argument %d %("missing.txt"%) is not a file reference', S.read(dir .. "/stderr"))
+  end)
 end)

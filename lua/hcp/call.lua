@@ -34,7 +34,6 @@ local manifest = require("hcp.manifest")
 local check = require("hcp.check")
 local egress = require("hcp.egress")
 local json = require("hcp.json")
-local hint = require("hcp.workspace.hint")
 
 ---@class hcp.CallEnv
 ---@field mode string
@@ -506,7 +505,10 @@ function Call:finish(r)
   local left = self.ctx.left_in_jail
   if left and #left > 0 then res.left_in_jail = json.array(left) end
   if self.ctx.left_truncated then res.left_in_jail_truncated = true end
-  res.hint = hint.for_run(self.plan_, self.sent, r.stderr)
+  -- a hint reads the child's stderr: none, no hint (and no module loaded)
+  if type(r.stderr) == "string" and r.stderr ~= "" then
+    res.hint = require("hcp.workspace.hint").for_run(self.plan_, self.sent, r.stderr)
+  end
   -- issue 14: every host:port the call's proxy was asked for
   if self.proxy then
     local list, cut = egress.report(self.proxy:log())

@@ -18,7 +18,6 @@ local private = require("hcp.private")
 local locks = require("hcp.workspace.locks")
 local manifest = require("hcp.manifest")
 local workspace = require("hcp.workspace")
-local audit = require("hcp.audit")
 
 M.BASE_LAYERS = options.BASE_LAYERS
 M.DRIVERS = options.DRIVERS
@@ -67,7 +66,10 @@ function M.create(opts)
     locks = locks.new(), search_path = cfg.search_path, run_as = cfg.run_as }
   local drv, layers = exec_plane(cfg, host)
   if not drv then return nil, layers end
-  local log, aerr = audit.open(cfg.audit)
+  -- the audit module is loaded only by a runtime that keeps a log (start-up
+  -- loads only what the command uses)
+  local log, aerr = false, nil
+  if cfg.audit ~= nil then log, aerr = require("hcp.audit").open(cfg.audit) end
   if log == nil then return nil, aerr end
   local self = setmetatable({ mode = cfg.mode, _cfg = cfg, _reg = reg, _host = host, _layers = layers,
     _allowlist = packs.allowlist(cfg.allow_bins, reg), _loop = loop.new(), _closed = false }, Runtime)

@@ -4,7 +4,6 @@
 local M = {}
 
 local check = require("hcp.check")
-local envrules = require("hcp.envrules")
 
 --- Variables no manifest may set: the sandbox marker, the fixed PATH, and
 --- every variable that makes a program load code (LD_PRELOAD, GCONV_PATH,
@@ -15,7 +14,8 @@ local envrules = require("hcp.envrules")
 function M.reserved_env(name, value)
   if name == "HCP_SANDBOX" then return "is set by the runtime" end
   if name == "PATH" then return "is fixed by the runtime (search_path)" end
-  return envrules.reason(name, value)
+  -- the list is built when a manifest first sets a variable, not at every start
+  return require("hcp.envrules").reason(name, value)
 end
 
 --- Check one variable of agent_env (name and value); the reason it is
