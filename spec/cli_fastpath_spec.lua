@@ -126,9 +126,9 @@ for name in pairs(package.loaded) do f:write(name, '\n') end
 table.insert(package.searchers, 1, function(name) f:write(name, '\n') f:flush() return nil end)
 return { audit = os.getenv('PROBE_AUDIT') }]], mark)
     S.write(dir .. "/probe.lua", probe)
-    S.mkdir(dir .. "/packs/plain")
+    S.mkdir(dir .. "/packs/bare")
     S.mkdir(dir .. "/packs/rich")
-    S.write(dir .. "/packs/plain/hcp.json", '{"hcp":1,"name":"plain","wrap":{"bin":"/bin/sh","args":["-c","exit 0"]}}')
+    S.write(dir .. "/packs/bare/hcp.json", '{"hcp":1,"name":"bare","wrap":{"bin":"/bin/sh","args":["-c","exit 0"]}}')
     S.write(dir .. "/packs/rich/hcp.json", [[{"hcp":1,"name":"rich","wrap":{"bin":"/bin/sh",
       "args":["-c","echo missing.txt: No such file or directory >&2; exit 1"], "agent_env":{"RICH":"1"}},
       "mocks":{"exec":{"stdout":"mocked"}}}]])
@@ -141,9 +141,9 @@ return { audit = os.getenv('PROBE_AUDIT') }]], mark)
       return set
     end
     local lazy = { "hcp.audit", "hcp.manifest.mocks", "hcp.envrules", "hcp.workspace.hint" }
-    local plain = required("plain", "")
-    assert.is_true(plain["hcp.cli"] and plain["hcp.driver.local"], "the probe saw the modules loaded before and after")
-    for _, m in ipairs(lazy) do assert.is_nil(plain[m], m .. " loaded by a call that does not use it") end
+    local bare = required("bare", "")
+    assert.is_true(bare["hcp.cli"] and bare["hcp.driver.local"], "the probe saw the modules loaded before and after")
+    for _, m in ipairs(lazy) do assert.is_nil(bare[m], m .. " loaded by a call that does not use it") end
     local rich = required("rich", "PROBE_AUDIT=" .. q(dir .. "/audit.log"))
     for _, m in ipairs(lazy) do assert.is_true(rich[m], m .. " not loaded by a call that uses it") end
     -- and each did its work: the log, the hint on the name the tool did not find
