@@ -679,6 +679,78 @@ pid_t fork(void)
 
   S.describe("pidns", "pidns", function()
 
+    -- The call ends on hcp-init's report, before hcp-init has exited (root:
+    -- it is the runtime's own child; spawn_io.c end_on_report): only once
+    -- every other process of the namespace is dead and reaped. So at the
+    -- return, not a moment later, none of the call's processes exists — no
+    -- polling here. Each way a process could try to stay, each with its
+    -- stdio closed (so EOF on the pipes comes with the program's exit; one
+    -- holding them is waited for anyway): in the background, setsid()ed and
+    -- double-forked, TERM ignored, stopped — and one that watches for the
+    -- moment the call has returned.
+    it("at the call's end, every process the program started is gone already", function()
+      local mark = "1000." .. core.getpid() .. "3"
+      local p = assert(spawn({ "/bin/sh", "-c", table.concat({
+        "sleep " .. mark .. "1 </dev/null >/dev/null 2>&1 &",
+        "setsid sh -c 'sleep " .. mark .. "2 & exit 0' </dev/null >/dev/null 2>&1 &",
+        "sh -c 'trap \"\" TERM; exec sleep " .. mark .. "3' </dev/null >/dev/null 2>&1 &",
+        "sh -c 'kill -STOP $$; exec sleep " .. mark .. "4' </dev/null >/dev/null 2>&1 &",
+        "sleep 0.2; ps -o args= -e | grep -c '^sleep " .. mark .. "'; exit 5" }, "\n") },
+        { pidns = true, caps = true }))
+      local r = p:wait()
+      assert.equals(5, r.exit)
+      -- the stopped one never got to exec sleep: three ran when the program ended
+      assert.equals("3\n", r.stdout)
+      p:close()
+      assert.equals("", sh("ps -o pid=,args= -e | grep '[s]leep " .. mark .. "' || true"))
+    end)
+
+    it("no process of the call runs once the call has returned, not even for a moment", function()
+      local after, seen = tmp() .. "/returned", tmp() .. "/seen-after-return"
+      -- a watcher notes whether it ever runs once the call has returned: the
+      -- spec makes `after` the moment it has the result (a few tries: a
+      -- watcher the kernel has not scheduled in that moment sees nothing)
+      local watch = "while :; do [ -e " .. after .. " ] && : > " .. seen .. "; done"
+      for _ = 1, 4 do
+        os.remove(after)
+        os.remove(seen)
+        local p = assert(spawn({ "/bin/sh", "-c", "setsid sh -c '" .. watch .. "' </dev/null >/dev/null 2>&1 &"
+          .. " sleep 0.1; exit 0" }, { pidns = true, caps = true }))
+        local r = p:wait()
+        write(after, "")
+        p:close()   -- hcp-init reaped: had anything of the call been left, it is dead now
+        assert.equals(0, r.exit)
+        assert.is_nil(io.open(seen), "a process of the call ran after the call had returned")
+      end
+    end)
+
+    -- hcp-init's report is trusted to end the call only where the program
+    -- could not have written it: its pipe is hcp-init's alone, reachable
+    -- through /proc/1/fd only to a process that may trace hcp-init.
+    local FORGE = table.concat({
+      -- 32 bytes: exit 3 (a wait status), gone = 1, no usage
+      [[fake='\000\003\000\000\001\000\000\000\000\000\000\000\000\000\000\000]]
+        .. [[\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000']],
+      [[for f in /proc/1/fd/*; do printf "$fake" > "$f" 2>/dev/null && echo forged; done]],
+      "sleep 0.5; echo after; exit 7" }, "\n")
+
+    it("a program without capabilities cannot write hcp-init's report: the call ends when it does", function()
+      local r = shell(FORGE, { pidns = true, caps = true })
+      assert.not_matches("forged", r.stdout)
+      assert.equals("after\n", r.stdout)
+      assert.equals(7, r.exit)
+    end)
+
+    S.it("init_root", "a program that can write it (capabilities kept, same uid) does not end the call early", function()
+      local r = shell(FORGE, { pidns = true })
+      -- the attack is real here: root with its capabilities opens hcp-init's fds
+      assert.matches("forged", r.stdout)
+      -- and changes nothing but what it could anyway choose, its exit status:
+      -- the call still ended with the program, its output all there
+      assert.matches("after\n$", r.stdout)
+      assert.is_true(r.ms >= 500, "ended after " .. r.ms .. " ms")
+    end)
+
     it("runs the child as pid 2 under hcp-init, with its own /proc", function()
       local r = shell("echo $$; cat /proc/1/comm; ls /proc | grep -E '^[0-9]+$'", { pidns = true })
       local me, init, list = r.stdout:match("^(%d+)\n(%S+)\n(.*)$")

@@ -508,6 +508,10 @@ static int prepare_layers(lua_State *L, proc_t *p, struct hcp_isolation *iso, st
         p->status_fd = sp[0];
         l->status_fd = p->tmp[T_STATUS] = sp[1];
         (void)nonblock(p->status_fd);
+        /* its report ends the call (spawn_io.c) only where the program could
+         * not have written it: without capabilities, or as another uid, it
+         * may neither open hcp-init's descriptors nor trace it */
+        p->early_end = (iso->layers & (ISO_CAPS | ISO_RUN_AS)) != 0;
     }
     return 0;
 }

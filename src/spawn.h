@@ -76,6 +76,15 @@ enum { ST_SIGNALS, ST_SETSID, ST_PDEATHSIG, ST_CGROUP, ST_STAGE, ST_USERNS,
  * which entry of the step failed (rootfs, stage), or -1. */
 struct hcp_child_err { int step; int err; int arg; };
 
+/* hcp-init's report of the call's end on its status pipe (one write of 32
+ * bytes: a pipe delivers it whole). `gone` = 1: the program ended, and every
+ * other process of the namespace was killed and reaped before this was
+ * written — the call has ended, though hcp-init itself is still exiting (its
+ * namespaces' teardown, ~0.3 ms here). `gone` = 0: hcp-init was signalled
+ * and ends now; the kernel ends the rest as it exits. The usage is that of
+ * every process hcp-init reaped (getrusage RUSAGE_CHILDREN). */
+struct hcp_end_report { int status, gone; long long user_us, sys_us, maxrss_kb; };
+
 /* The step's name for messages, or NULL; whether its `arg` names an entry. */
 const char *hcp_step_name(int step);
 int hcp_step_has_arg(int step);
@@ -155,6 +164,13 @@ typedef struct {
     struct hcp_netns netns;
     int netns_reuse, signalled, root;
     int status_fd;             /* hcp-init's report of the program's end, or -1 */
+    struct hcp_end_report end; /* that report, once read (end_got) */
+    int end_got;
+    /* early_end: a `gone` report ends the call (the program can neither
+     * write to hcp-init's pipe nor trace it: its capabilities are dropped
+     * or it runs as another uid); unreaped: it did, hcp-init is reaped at
+     * release */
+    int early_end, unreaped;
     /* async: the exec report, read as it comes; a failure's step (-1:
      * none), errno and entry, and what names the entry (pinned by
      * UV_PLAN) */

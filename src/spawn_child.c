@@ -148,15 +148,16 @@ static int wait_for(pid_t pid, int *st)
  * real exit code or signal. */
 static _Noreturn void relay(pid_t init, int life, int status)
 {
-    int st, prog;
+    int st;
+    struct hcp_end_report rep;
     ssize_t n;
     close_all_but(life, status);   /* our end of `life` stays open until we exit */
-    while ((n = read(status, &prog, sizeof prog)) < 0 && errno == EINTR)
+    while ((n = read(status, &rep, sizeof rep)) < 0 && errno == EINTR)
         ;
     if (wait_for(init, &st) < 0)
         _exit(127);
-    if (n == (ssize_t)sizeof prog)
-        st = prog;
+    if (n == (ssize_t)sizeof rep)
+        st = rep.status;
     if (WIFEXITED(st))
         _exit(WEXITSTATUS(st));
     int sig = WTERMSIG(st);
@@ -179,8 +180,8 @@ static int status_out = -1;
 
 static void report_signal(int sig)
 {
-    int st = sig & 0x7f;   /* a wait status: killed by sig */
-    (void)write(status_out, &st, sizeof st);
+    struct hcp_end_report rep = { sig & 0x7f, 0, 0, 0, 0 };   /* a wait status: killed by sig */
+    (void)write(status_out, &rep, sizeof rep);
     _exit(0);
 }
 
@@ -197,6 +198,36 @@ static void catch_ending_signals(int status)
             (void)sigaction(s, &sa, NULL);   /* 32, 33 and such: EINVAL under glibc, nothing lost */
 }
 
+/* The program ended (wait status prog_st): whatever else runs in the
+ * namespace is killed and reaped here, before the report — so the runtime
+ * can end the call on the report, without waiting for this process's own
+ * exit, which tears the namespaces down. kill(-1) from pid 1 reaches every
+ * other process of the namespace, nested ones too; all of them are our
+ * descendants, so ECHILD means none is left. No signal is taken from here
+ * on: the call is ending, and a timeout's TERM must not write a second
+ * report (the runtime's SIGKILL still ends us). */
+static _Noreturn void end_report(int status, int prog_st)
+{
+    struct hcp_end_report rep = { prog_st, 1, 0, 0, 0 };
+    sigset_t all;
+    struct rusage ru;
+    int st;
+    sigfillset(&all);
+    (void)sigprocmask(SIG_BLOCK, &all, NULL);
+    (void)kill(-1, SIGKILL);
+    while (wait_for(-1, &st) >= 0)
+        ;
+    if (errno != ECHILD)
+        rep.gone = 0;
+    if (getrusage(RUSAGE_CHILDREN, &ru) == 0) {
+        rep.user_us = (long long)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec;
+        rep.sys_us = (long long)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
+        rep.maxrss_kb = ru.ru_maxrss;
+    }
+    (void)write(status, &rep, sizeof rep);
+    _exit(0);
+}
+
 static _Noreturn void reaper(pid_t prog, int status, int direct)
 {
     int st;
@@ -207,10 +238,8 @@ static _Noreturn void reaper(pid_t prog, int status, int direct)
         pid_t r = wait_for(-1, &st);
         if (r < 0)
             _exit(127);
-        if (r == prog) {
-            (void)write(status, &st, sizeof st);   /* 4 bytes: atomic on a pipe */
-            _exit(0);
-        }
+        if (r == prog)
+            end_report(status, st);
     }
 }
 

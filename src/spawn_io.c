@@ -21,7 +21,7 @@
 #define DRAIN_NS (250 * MS)     /* pipe draining after the child was reaped */
 #define TICK_NS (10 * MS)       /* exit polling when there is no pidfd */
 
-enum { SLOT_OUT, SLOT_ERR, SLOT_IN, SLOT_PID, SLOT_REPORT, NSLOTS };
+enum { SLOT_OUT, SLOT_ERR, SLOT_IN, SLOT_PID, SLOT_REPORT, SLOT_STATUS, NSLOTS };
 
 int64_t hcp_now_ns(void)
 {
@@ -44,6 +44,10 @@ void hcp_proc_release(proc_t *p)
         (void)killpg(p->pid, SIGKILL);   /* ESRCH: the group is gone already */
         while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
             ;
+    } else if (p->unreaped) {   /* ended on its report, killed then: exiting */
+        while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        p->unreaped = 0;
     }
     hcp_closefd(&p->pidfd);
     hcp_closefd(&p->in_fd);
@@ -155,6 +159,56 @@ static void read_report(proc_t *p)
     }
 }
 
+/* hcp-init's report, when it has come (non-blocking; one write, so it is
+ * whole or not there). Read once: after it, or EOF, the pipe is closed. */
+static void read_end_report(proc_t *p)
+{
+    ssize_t n;
+    while ((n = read(p->status_fd, &p->end, sizeof p->end)) < 0 && errno == EINTR)
+        ;
+    if (n < 0 && errno == EAGAIN)
+        return;
+    p->end_got = n == (ssize_t)sizeof p->end;
+    hcp_closefd(&p->status_fd);
+}
+
+/* The end of a running child: no more input, no more exit polling, its
+ * output drained for DRAIN_NS more. */
+static void now_draining(proc_t *p)
+{
+    p->t_end = hcp_now_ns();
+    p->state = S_DRAINING;
+    p->drain_end = p->t_end + DRAIN_NS;
+    hcp_closefd(&p->in_fd);
+    hcp_closefd(&p->pidfd);
+}
+
+/* A `gone` report ends the call at once: the program and all it started
+ * are dead and reaped; hcp-init, still exiting (the namespaces' teardown),
+ * is killed — whatever it would still do, it does not — and reaped at
+ * release. Its /proc/<pid>/io holds the I/O of what it reaped; its report,
+ * their rusage. */
+static void end_on_report(proc_t *p)
+{
+    read_io(p);
+    p->status = p->end.status;
+    p->usage.user_us = p->end.user_us;
+    p->usage.sys_us = p->end.sys_us;
+    p->usage.maxrss_kb = p->end.maxrss_kb;
+    p->usage.have_ru = 1;
+    give_back_netns(p);
+    (void)killpg(p->pid, SIGKILL);   /* unreaped: the id is still ours */
+    p->unreaped = 1;
+    now_draining(p);
+}
+
+static void status_ready(proc_t *p)
+{
+    read_end_report(p);
+    if (p->end_got && p->end.gone && p->early_end && p->state == S_RUNNING)
+        end_on_report(p);
+}
+
 /* The direct child has exited, seen without reaping it: what is left of its
  * group is killed while the zombie still pins the group id, then it is reaped
  * and the pipes get DRAIN_NS more to deliver what was written. */
@@ -185,17 +239,14 @@ static void proc_check_exit(proc_t *p)
             keep_rusage(p, &ru);
         /* hcp-init as our child reports how the program ended (it cannot
          * die of the program's signal itself) */
-        int prog;
-        if (r > 0 && p->status_fd >= 0 && read(p->status_fd, &prog, sizeof prog) == (ssize_t)sizeof prog)
-            p->status = prog;
+        if (r > 0 && !p->end_got && p->status_fd >= 0)
+            read_end_report(p);
+        if (r > 0 && p->end_got)
+            p->status = p->end.status;
         hcp_closefd(&p->status_fd);
         give_back_netns(p);
     }
-    p->t_end = hcp_now_ns();
-    p->state = S_DRAINING;
-    p->drain_end = p->t_end + DRAIN_NS;
-    hcp_closefd(&p->in_fd);
-    hcp_closefd(&p->pidfd);
+    now_draining(p);
 }
 
 /* One buffer per stream, doubled as it fills: past glibc's mmap threshold
@@ -356,6 +407,7 @@ static int *slot_fd(proc_t *p, int slot)
     case SLOT_ERR: return &p->out[1].fd;
     case SLOT_IN:  return &p->in_fd;
     case SLOT_PID: return &p->pidfd;
+    case SLOT_STATUS: return &p->status_fd;
     default:       return &p->report_fd;
     }
 }
@@ -409,7 +461,7 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
         for (int i = 0; i < n; i++)
             for (int s = SLOT_OUT; s < NSLOTS; s++) {
                 int fd = *slot_fd(ps[i], s);
-                if (fd < 0)
+                if (fd < 0 || (s == SLOT_STATUS && ps[i]->state != S_RUNNING))
                     continue;
                 pfd[nf].fd = fd;
                 pfd[nf].events = s == SLOT_IN ? POLLOUT : POLLIN;
@@ -440,6 +492,8 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
                 read_report(p);
             else if (refs[k].slot == SLOT_PID)
                 proc_check_exit(p);
+            else if (refs[k].slot == SLOT_STATUS)
+                status_ready(p);
             else
                 read_stream(p, &p->out[refs[k].slot]);
         }

@@ -244,13 +244,15 @@ static int p_next_ms(lua_State *L)
 }
 
 /* proc:fds() -> the descriptors the proc is waiting on (stdout, stderr,
- * stdin, pidfd), for registering with an event loop. */
+ * stdin, pidfd, the exec report, hcp-init's end report), for registering
+ * with an event loop. */
 static int p_fds(lua_State *L)
 {
     proc_t *p = checkproc(L, 1);
-    int fds[5] = { p->out[0].fd, p->out[1].fd, p->in_fd, p->pidfd, p->report_fd }, k = 0;
-    lua_createtable(L, 5, 0);
-    for (int i = 0; i < 5; i++)
+    int fds[6] = { p->out[0].fd, p->out[1].fd, p->in_fd, p->pidfd, p->report_fd,
+                   p->state == S_RUNNING ? p->status_fd : -1 }, k = 0;
+    lua_createtable(L, 6, 0);
+    for (int i = 0; i < 6; i++)
         if (fds[i] >= 0) {
             lua_pushinteger(L, fds[i]);
             lua_rawseti(L, -2, ++k);
@@ -418,7 +420,7 @@ void hcp_register_proc(lua_State *L)
     static const luaL_Reg methods[] = {
         { "pid", p_pid }, { "wait", p_wait }, { "kill", p_kill },
         { "done", p_done }, { "take", p_take }, { "next_ms", p_next_ms },
-        { "fds", p_fds }, { "nsfd", p_nsfd }, { NULL, NULL },
+        { "fds", p_fds }, { "nsfd", p_nsfd }, { "close", p_gc }, { NULL, NULL },
     };
     static const luaL_Reg funcs[] = {
         { "wait_any", l_wait_any }, { "drive", l_drive }, { "signame", l_signame },

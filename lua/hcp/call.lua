@@ -516,6 +516,10 @@ function Call:finish(r)
   end
   self.result, self.state = res, "done"
   self:cleanup()
+  -- the child's processes are gone; hcp-init may still be tearing its
+  -- namespaces down (a call ends on its report, spawn_io.c), beside the
+  -- stages above: reaped now
+  self.proc:close()
   if self.env.audit then self.env.audit:record(self.req, res) end
   return res
 end

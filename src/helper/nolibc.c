@@ -248,6 +248,7 @@ pid_t getppid(void) { return (pid_t)S0(SYS_getppid); }
 pid_t setsid(void) { return (pid_t)S0(SYS_setsid); }
 int setpgid(pid_t pid, pid_t pgid) { return (int)S2(SYS_setpgid, pid, pgid); }
 int kill(pid_t pid, int sig) { return (int)S2(SYS_kill, pid, sig); }
+int getrusage(__rusage_who_t who, struct rusage *ru) { return (int)S2(SYS_getrusage, who, ru); }
 
 int prctl(int op, ...)
 {
