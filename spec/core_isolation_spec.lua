@@ -711,7 +711,7 @@ pid_t fork(void)
       -- spec makes `after` the moment it has the result (a few tries: a
       -- watcher the kernel has not scheduled in that moment sees nothing)
       local watch = "while :; do [ -e " .. after .. " ] && : > " .. seen .. "; done"
-      for _ = 1, 4 do
+      for _ = 1, 8 do
         os.remove(after)
         os.remove(seen)
         local p = assert(spawn({ "/bin/sh", "-c", "setsid sh -c '" .. watch .. "' </dev/null >/dev/null 2>&1 &"

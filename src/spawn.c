@@ -497,16 +497,20 @@ static int prepare_layers(lua_State *L, proc_t *p, struct hcp_isolation *iso, st
         keep_plan(L, pidx, lua_gettop(L), p, iso);
     /* root and a pid namespace: hcp-init is our child, no intermediate;
      * it reports the program's end on a pipe of its own (see spawn.h) */
-    l->status_fd = -1;
-    if ((iso->layers & ISO_PIDNS) && !iso->userns && iso->userns_fd < 0 && p->root && hcp_helper_fd() >= 0) {
-        int sp[2];
+    l->status_fd = l->end_fd = -1;
+    if (iso->layers & ISO_PIDNS) {
+        int direct = !iso->userns && iso->userns_fd < 0 && p->root && hcp_helper_fd() >= 0, sp[2];
         if (pipe2(sp, O_CLOEXEC) < 0) {
             err = errno;
             hcp_proc_release(p);
             return hcp_push_oserror(L, err, "spawn: pipe");
         }
         p->status_fd = sp[0];
-        l->status_fd = p->tmp[T_STATUS] = sp[1];
+        p->tmp[T_STATUS] = sp[1];
+        if (direct)
+            l->status_fd = sp[1];
+        else
+            l->end_fd = sp[1];   /* the intermediate passes hcp-init's report on */
         (void)nonblock(p->status_fd);
         /* its report ends the call (spawn_io.c) only where the program could
          * not have written it: without capabilities, or as another uid, it

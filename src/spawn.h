@@ -38,8 +38,11 @@ struct hcp_launch {
     pid_t parent;               /* the runtime's pid */
     /* >= 0: with pidns, start the child as pid 1 of its namespace, hcp-init
      * itself (root, through the helper), which reports the program's end
-     * (a wait status, 4 bytes) here; -1: the intermediate relays it */
+     * (struct hcp_end_report) here; -1: the intermediate relays it */
     int status_fd;
+    /* >= 0 (pidns through the intermediate): where the intermediate passes
+     * hcp-init's report on to the runtime, before it reaps hcp-init */
+    int end_fd;
 };
 
 /* Starts the child (spawn_launch.c): without isolation layers a
@@ -76,14 +79,20 @@ enum { ST_SIGNALS, ST_SETSID, ST_PDEATHSIG, ST_CGROUP, ST_STAGE, ST_USERNS,
  * which entry of the step failed (rootfs, stage), or -1. */
 struct hcp_child_err { int step; int err; int arg; };
 
-/* hcp-init's report of the call's end on its status pipe (one write of 32
+/* hcp-init's report of the call's end on its status pipe (one write of 72
  * bytes: a pipe delivers it whole). `gone` = 1: the program ended, and every
  * other process of the namespace was killed and reaped before this was
  * written — the call has ended, though hcp-init itself is still exiting (its
  * namespaces' teardown, ~0.3 ms here). `gone` = 0: hcp-init was signalled
  * and ends now; the kernel ends the rest as it exits. The usage is that of
- * every process hcp-init reaped (getrusage RUSAGE_CHILDREN). */
-struct hcp_end_report { int status, gone; long long user_us, sys_us, maxrss_kb; };
+ * every process hcp-init reaped: getrusage(RUSAGE_CHILDREN), and its own
+ * /proc/self/io, which holds theirs (have_io: it could be read). */
+struct hcp_end_report {
+    int status, gone;
+    long long user_us, sys_us, maxrss_kb;
+    int have_io, pad;
+    unsigned long long rchar, wchar, read_bytes, write_bytes;
+};
 
 /* The step's name for messages, or NULL; whether its `arg` names an entry. */
 const char *hcp_step_name(int step);

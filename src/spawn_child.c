@@ -120,18 +120,30 @@ static int reset_raw(int sig)
  * everything in the namespace, setsid()ed or not; so does hcp-init's exit
  * when the program has ended. */
 
-/* Closes every fd but a and b: neither the intermediate nor hcp-init may hold
- * a pipe of the runtime, so EOF on the error pipe and on stdout means the
- * program. */
-static void close_all_but(int a, int b)
+/* Closes every fd but a, b and c (-1: none; a repeat is one): neither the
+ * intermediate nor hcp-init may hold a pipe of the runtime, so EOF on the
+ * error pipe and on stdout means the program. */
+static void close_all_but(int a, int b, int c)
 {
-    unsigned lo = (unsigned)(a < b ? a : b), hi = (unsigned)(a < b ? b : a);
-    int ok = (lo == 0 || syscall(SYS_close_range, 0U, lo - 1, 0U) == 0) &&
-             (hi <= lo + 1 || syscall(SYS_close_range, lo + 1, hi - 1, 0U) == 0) &&
-             syscall(SYS_close_range, hi + 1, ~0U, 0U) == 0;
+    int k[3] = { a, b, c }, ok = 1;
+    for (int i = 1; i < 3; i++)   /* ascending */
+        for (int j = i; j > 0 && k[j] < k[j - 1]; j--) {
+            int t = k[j];
+            k[j] = k[j - 1];
+            k[j - 1] = t;
+        }
+    unsigned from = 0;
+    for (int i = 0; i < 3 && ok; i++) {
+        if (k[i] < 0 || (unsigned)k[i] < from)
+            continue;
+        if ((unsigned)k[i] > from)
+            ok = syscall(SYS_close_range, from, (unsigned)k[i] - 1, 0U) == 0;
+        from = (unsigned)k[i] + 1;
+    }
+    ok = ok && syscall(SYS_close_range, from, ~0U, 0U) == 0;
     if (!ok)
         for (int fd = 0, max = fd_limit(); fd < max; fd++)
-            if (fd != a && fd != b)
+            if (fd != a && fd != b && fd != c)
                 (void)close(fd);
 }
 
@@ -145,15 +157,19 @@ static int wait_for(pid_t pid, int *st)
 
 /* The intermediate ends as the program did (hcp-init sends its wait status
  * through `status`; without it, as hcp-init did), so the runtime sees the
- * real exit code or signal. */
-static _Noreturn void relay(pid_t init, int life, int status)
+ * real exit code or signal. hcp-init's report goes on to the runtime at
+ * once (`end`), before hcp-init is reaped: the call may end on it
+ * (spawn_io.c) while hcp-init and this process exit. */
+static _Noreturn void relay(pid_t init, int life, int status, int end)
 {
     int st;
     struct hcp_end_report rep;
     ssize_t n;
-    close_all_but(life, status);   /* our end of `life` stays open until we exit */
+    close_all_but(life, status, end);   /* our end of `life` stays open until we exit */
     while ((n = read(status, &rep, sizeof rep)) < 0 && errno == EINTR)
         ;
+    if (end >= 0 && n == (ssize_t)sizeof rep)
+        (void)write(end, &rep, sizeof rep);   /* one write: whole, or not at all */
     if (wait_for(init, &st) < 0)
         _exit(127);
     if (n == (ssize_t)sizeof rep)
@@ -180,7 +196,7 @@ static int status_out = -1;
 
 static void report_signal(int sig)
 {
-    struct hcp_end_report rep = { sig & 0x7f, 0, 0, 0, 0 };   /* a wait status: killed by sig */
+    struct hcp_end_report rep = { .status = sig & 0x7f };   /* a wait status: killed by sig */
     (void)write(status_out, &rep, sizeof rep);
     _exit(0);
 }
@@ -206,9 +222,38 @@ static void catch_ending_signals(int status)
  * descendants, so ECHILD means none is left. No signal is taken from here
  * on: the call is ending, and a timeout's TERM must not write a second
  * report (the runtime's SIGKILL still ends us). */
+/* /proc/self/io into rep (the namespace's own /proc: ours, and what we
+ * reaped); have_io stays 0 when it cannot be read. No stdio here. */
+static unsigned long long io_value(const char *text, const char *key)
+{
+    const char *at = strstr(text, key);
+    unsigned long long v = 0;
+    if (at)
+        for (at += strlen(key); *at >= '0' && *at <= '9'; at++)
+            v = v * 10 + (unsigned long long)(*at - '0');
+    return v;
+}
+
+static void own_io(struct hcp_end_report *rep)
+{
+    char buf[512];
+    int fd = open("/proc/self/io", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    rep->rchar = io_value(buf, "rchar: ");
+    rep->wchar = io_value(buf, "wchar: ");
+    rep->read_bytes = io_value(buf, "read_bytes: ");
+    rep->write_bytes = io_value(buf, "write_bytes: ");
+    rep->have_io = 1;
+}
+
 static _Noreturn void end_report(int status, int prog_st)
 {
-    struct hcp_end_report rep = { prog_st, 1, 0, 0, 0 };
+    struct hcp_end_report rep = { .status = prog_st, .gone = 1 };
     sigset_t all;
     struct rusage ru;
     int st;
@@ -224,6 +269,7 @@ static _Noreturn void end_report(int status, int prog_st)
         rep.sys_us = (long long)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
         rep.maxrss_kb = ru.ru_maxrss;
     }
+    own_io(&rep);
     (void)write(status, &rep, sizeof rep);
     _exit(0);
 }
@@ -231,7 +277,7 @@ static _Noreturn void end_report(int status, int prog_st)
 static _Noreturn void reaper(pid_t prog, int status, int direct)
 {
     int st;
-    close_all_but(status, status);
+    close_all_but(status, -1, -1);
     if (direct)
         catch_ending_signals(status);
     for (;;) {
@@ -284,7 +330,7 @@ static void init_and_fork(const struct hcp_isolation *iso, int pipefd, int statu
 
 /* Three processes: the intermediate (host side) forks hcp-init into the
  * namespace unshare made for its children. Returns in the program. */
-static void pidns_fork(const struct hcp_isolation *iso, int pipefd)
+static void pidns_fork(const struct hcp_isolation *iso, int pipefd, int end)
 {
     int life[2], status[2];
     if (pipe2(life, O_CLOEXEC) < 0 || pipe2(status, O_CLOEXEC) < 0)
@@ -293,9 +339,11 @@ static void pidns_fork(const struct hcp_isolation *iso, int pipefd)
     if (pid < 0)
         child_fail(pipefd, ST_PIDNS);
     if (pid > 0)
-        relay(pid, life[1], status[0]);
+        relay(pid, life[1], status[0], end);
     close(life[1]);
     close(status[0]);
+    if (end >= 0)
+        close(end);   /* the intermediate's alone */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
         child_fail(pipefd, ST_PIDNS);
     /* getppid() is 0 here (the parent is outside the namespace), so the
@@ -396,7 +444,7 @@ _Noreturn void hcp_child(const struct hcp_launch *l, int pipefd, pid_t parent)
     } else if (want & ISO_PIDNS) {
         if (hcp_iso_pidns_unshare(!on_base) < 0)
             child_fail(pipefd, ST_PIDNS);
-        pidns_fork(iso, pipefd);   /* from here on: the program, pid 2 */
+        pidns_fork(iso, pipefd, l->end_fd);   /* from here on: the program, pid 2 */
     } else if (want & ISO_ROOTFS) {
         if (!on_base && unshare(CLONE_NEWNS) < 0)
             child_fail(pipefd, ST_ROOTFS);

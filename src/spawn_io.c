@@ -185,12 +185,20 @@ static void now_draining(proc_t *p)
 
 /* A `gone` report ends the call at once: the program and all it started
  * are dead and reaped; hcp-init, still exiting (the namespaces' teardown),
- * is killed — whatever it would still do, it does not — and reaped at
- * release. Its /proc/<pid>/io holds the I/O of what it reaped; its report,
- * their rusage. */
+ * is killed — whatever it would still do, it does not — and so is the
+ * intermediate that passed the report on, if any; ours is reaped at
+ * release. The report has the usage of what hcp-init reaped. */
 static void end_on_report(proc_t *p)
 {
-    read_io(p);
+    if (p->end.have_io) {
+        p->usage.rchar = p->end.rchar;
+        p->usage.wchar = p->end.wchar;
+        p->usage.read_bytes = p->end.read_bytes;
+        p->usage.write_bytes = p->end.write_bytes;
+        p->usage.have_io = 1;
+    } else {
+        read_io(p);
+    }
     p->status = p->end.status;
     p->usage.user_us = p->end.user_us;
     p->usage.sys_us = p->end.sys_us;

@@ -196,7 +196,7 @@ static pid_t via_helper(const struct hcp_launch *l, int helper, int pipefd, pid_
     struct stub s = { helper, pipefd, 0, { 0 }, { "hcp-spawn", fdarg, NULL }, { NULL } };
     int keep[] = { plan, pipefd, l->exe_fd, l->in_fd, l->out_fd, l->err_fd,
                    iso->landlock_fd, iso->cgroup_fd, iso->rootfs.base ? iso->rootfs.base_fd : -1,
-                   iso->netns_fd, iso->userns_fd, l->status_fd, iso->egress_fd };
+                   iso->netns_fd, iso->userns_fd, l->status_fd, l->end_fd, iso->egress_fd };
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
         s.keep[s.nkeep++] = keep[i];
     for (int i = 0; i < l->ndata; i++)
@@ -307,7 +307,7 @@ pid_t hcp_hold(unsigned layers, const struct hcp_rootfs *rf, int *report, int *i
         iso.rootfs = *rf;
     char *argv[] = { "hcp-spawn", "hold", NULL }, *envp[] = { NULL };
     struct hcp_launch l = { "hcp-spawn", hcp_helper_fd(), 0, 0, { -1, -1, -1, -1 }, p[0], null, null,
-                            "/", argv, envp, &iso, -1, 0, -1 };
+                            "/", argv, envp, &iso, -1, 0, -1, -1 };
     pid_t pid = hcp_launch(&l, report, err, step, arg);
     close(p[0]);
     close(null);

@@ -68,7 +68,7 @@ int main(int argc, char **argv)
     int pipefd = l.report_fd;
     int keep[] = { pipefd, l.exe_fd, l.in_fd, l.out_fd, l.err_fd, iso.landlock_fd, iso.cgroup_fd,
                    iso.rootfs.base ? iso.rootfs.base_fd : -1, iso.netns_fd, iso.userns_fd, l.status_fd,
-                   iso.egress_fd };
+                   l.end_fd, iso.egress_fd };
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
         cloexec(keep[i]);
     for (int i = 0; i < l.ndata && i < HCP_DATA_FDS; i++)

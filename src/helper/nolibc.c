@@ -387,6 +387,15 @@ size_t strlen(const char *s)
     return n;
 }
 
+char *strstr(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; *hay; hay++)
+        if (strncmp(hay, needle, n) == 0)
+            return (char *)hay;
+    return n == 0 ? (char *)hay : NULL;
+}
+
 int strcmp(const char *a, const char *b)
 {
     while (*a && *a == *b)
