@@ -511,6 +511,7 @@ static int prepare_layers(lua_State *L, proc_t *p, struct hcp_isolation *iso, st
             l->status_fd = sp[1];
         else
             l->end_fd = sp[1];   /* the intermediate passes hcp-init's report on */
+        p->relayed = !direct;
         (void)nonblock(p->status_fd);
         /* its report ends the call (spawn_io.c) only where the program could
          * not have written it: without capabilities, or as another uid, it

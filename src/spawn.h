@@ -180,6 +180,7 @@ typedef struct {
      * or it runs as another uid); unreaped: it did, hcp-init is reaped at
      * release */
     int early_end, unreaped;
+    int relayed;               /* the report comes through the intermediate */
     /* async: the exec report, read as it comes; a failure's step (-1:
      * none), errno and entry, and what names the entry (pinned by
      * UV_PLAN) */

@@ -184,10 +184,11 @@ static void now_draining(proc_t *p)
 }
 
 /* A `gone` report ends the call at once: the program and all it started
- * are dead and reaped; hcp-init, still exiting (the namespaces' teardown),
- * is killed — whatever it would still do, it does not — and so is the
- * intermediate that passed the report on, if any; ours is reaped at
- * release. The report has the usage of what hcp-init reaped. */
+ * are dead and reaped. Our child is reaped at release: hcp-init, still
+ * exiting (the namespaces' teardown), is killed first — whatever it would
+ * still do, it does not; an intermediate that passed the report on is left
+ * to reap hcp-init and exit (killed, it would leave hcp-init to whatever
+ * reaper is above us). The report has the usage of what hcp-init reaped. */
 static void end_on_report(proc_t *p)
 {
     if (p->end.have_io) {
@@ -205,7 +206,8 @@ static void end_on_report(proc_t *p)
     p->usage.maxrss_kb = p->end.maxrss_kb;
     p->usage.have_ru = 1;
     give_back_netns(p);
-    (void)killpg(p->pid, SIGKILL);   /* unreaped: the id is still ours */
+    if (!p->relayed)
+        (void)killpg(p->pid, SIGKILL);   /* unreaped: the id is still ours */
     p->unreaped = 1;
     now_draining(p);
 }
