@@ -8,6 +8,7 @@
 #include "hcp_core.h"
 #include "hcp_lua.h"
 #include "isolation.h"
+#include "spawn.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -485,6 +486,8 @@ static int may_skip_close(lua_State *L, int cli)
     int closed = lua_toboolean(L, -1);
     lua_pop(L, 1);
     memset(&si, 0, sizeof si);
+    if (closed)
+        hcp_reap_late(1);   /* an hcp-init still exiting is no child to leave behind */
     return closed && waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD;
 }
 

@@ -198,6 +198,10 @@ void hcp_closefd(int *fd);
 /* The one cleanup path: kills and reaps a running child, closes every fd,
  * frees the buffers; idempotent. */
 void hcp_proc_release(proc_t *p);
+/* Reaps the children left to reap later by a release (a call that ended on
+ * hcp-init's report, whose hcp-init or intermediate was still exiting);
+ * block: wait for each. spawn_io.c */
+void hcp_reap_late(int block);
 
 /* Drives n procs (and the `nextra` extras) until `need` procs are done or
  * `deadline` has passed (after at least one poll pass), or — with

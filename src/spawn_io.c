@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,15 +40,64 @@ void hcp_closefd(int *fd)
     }
 }
 
+/* The children whose call ended on hcp-init's report and whose proc was
+ * released before they had exited (hcp-init, killed then, or the
+ * intermediate that reaps it): nothing of the call is left in them, they
+ * are only exiting, so they are reaped later rather than waited for in the
+ * loop — without a lock held across a wait, at each drive pass, and all of
+ * them at hcp_reap_late(1) (the runtime's close, the end of `hcp run`). A
+ * pid stays ours until reaped, so none of them names another process. */
+#define MAX_LATE 64
+static pthread_mutex_t late_lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t late[MAX_LATE];
+static atomic_int nlate;
+
+static int reaped(pid_t pid, int block)
+{
+    pid_t r;
+    while ((r = waitpid(pid, NULL, block ? 0 : WNOHANG)) < 0 && errno == EINTR)
+        ;
+    return r != 0;   /* reaped, or not ours any more (ECHILD: reaped behind our back) */
+}
+
+static void reap_later(pid_t pid)
+{
+    pthread_mutex_lock(&late_lock);
+    int at = atomic_load(&nlate);
+    if (at < MAX_LATE) {
+        late[at] = pid;
+        atomic_store(&nlate, at + 1);
+    }
+    pthread_mutex_unlock(&late_lock);
+    if (at >= MAX_LATE)
+        (void)reaped(pid, 1);   /* full: this one is waited for */
+}
+
+void hcp_reap_late(int block)
+{
+    if (atomic_load(&nlate) == 0)
+        return;
+    pid_t mine[MAX_LATE];
+    int n = 0;
+    pthread_mutex_lock(&late_lock);
+    for (int i = 0; i < atomic_load(&nlate); i++)
+        mine[n++] = late[i];
+    atomic_store(&nlate, 0);
+    pthread_mutex_unlock(&late_lock);
+    for (int i = 0; i < n; i++)
+        if (!reaped(mine[i], block))
+            reap_later(mine[i]);
+}
+
 void hcp_proc_release(proc_t *p)
 {
     if (p->state == S_RUNNING) {
         (void)killpg(p->pid, SIGKILL);   /* ESRCH: the group is gone already */
         while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
             ;
-    } else if (p->unreaped) {   /* ended on its report, killed then: exiting */
-        while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
-            ;
+    } else if (p->unreaped) {   /* ended on its report: exiting */
+        if (!reaped(p->pid, 0))
+            reap_later(p->pid);
         p->unreaped = 0;
     }
     hcp_closefd(&p->pidfd);
@@ -443,6 +494,7 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
     struct pollfd *pfd = lua_newuserdatauv(L, sizeof *pfd * cap, 0);
     struct ref *refs = lua_newuserdatauv(L, sizeof *refs * NSLOTS * ((size_t)n + 1), 0);
     int counts[HCP_POLLABLE_MAX];
+    hcp_reap_late(0);
     int polled = 0, err = 0, wake = 0;
     for (;;) {
         int64_t now = hcp_now_ns(), next = deadline;

@@ -353,6 +353,15 @@ static int l_wait_any(lua_State *L)
     return drive_procs(L, 0);
 }
 
+/* core.reap_late(): waits for and reaps the children a released proc left
+ * to reap later (hcp_reap_late): the runtime's close leaves none. */
+static int l_reap_late(lua_State *L)
+{
+    (void)L;
+    hcp_reap_late(1);
+    return 0;
+}
+
 static int l_drive(lua_State *L)
 {
     return drive_procs(L, 1);
@@ -424,6 +433,7 @@ void hcp_register_proc(lua_State *L)
     };
     static const luaL_Reg funcs[] = {
         { "wait_any", l_wait_any }, { "drive", l_drive }, { "signame", l_signame },
+        { "reap_late", l_reap_late },
         { NULL, NULL },
     };
     luaL_newmetatable(L, PROC_MT);

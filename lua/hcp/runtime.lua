@@ -225,6 +225,7 @@ function Runtime:close()
   if self._closed then return end
   self._closed = true
   self._loop:close(self._collecting)
+  core.reap_late() -- the hcp-inits of calls that ended on their report, if still exiting
   core.netns_prefill_cancel() -- a namespace made ahead that no call took
   self._host.private:remove()
   if self._env.audit then self._env.audit:close() end
