@@ -695,7 +695,9 @@ pid_t fork(void)
         "setsid sh -c 'sleep " .. mark .. "2 & exit 0' </dev/null >/dev/null 2>&1 &",
         "sh -c 'trap \"\" TERM; exec sleep " .. mark .. "3' </dev/null >/dev/null 2>&1 &",
         "sh -c 'kill -STOP $$; exec sleep " .. mark .. "4' </dev/null >/dev/null 2>&1 &",
-        "sleep 0.2; ps -o args= -e | grep -c '^sleep " .. mark .. "'; exit 5" }, "\n") },
+        -- until the three that run have exec'd
+        S.sh_wait("[ $(ps -o args= -e | grep -c '^sleep " .. mark .. "') -ge 3 ]"),
+        "ps -o args= -e | grep -c '^sleep " .. mark .. "'; exit 5" }, "\n") },
         { pidns = true, caps = true }))
       local r = p:wait()
       assert.equals(5, r.exit)
@@ -710,12 +712,14 @@ pid_t fork(void)
       -- a watcher notes whether it ever runs once the call has returned: the
       -- spec makes `after` the moment it has the result (a few tries: a
       -- watcher the kernel has not scheduled in that moment sees nothing)
-      local watch = "while :; do [ -e " .. after .. " ] && : > " .. seen .. "; done"
+      local ready = tmp() .. "/watching"
+      local watch = ": > " .. ready .. "; while :; do [ -e " .. after .. " ] && : > " .. seen .. "; done"
       for _ = 1, 8 do
         os.remove(after)
         os.remove(seen)
-        local p = assert(spawn({ "/bin/sh", "-c", "setsid sh -c '" .. watch .. "' </dev/null >/dev/null 2>&1 &"
-          .. " sleep 0.1; exit 0" }, { pidns = true, caps = true }))
+        os.remove(ready)
+        local p = assert(spawn({ "/bin/sh", "-c", "setsid sh -c '" .. watch .. "' </dev/null >/dev/null 2>&1 &\n"
+          .. S.sh_wait("[ -e " .. ready .. " ]") .. "; exit 0" }, { pidns = true, caps = true }))
         local r = p:wait()
         write(after, "")
         p:close()
@@ -773,6 +777,8 @@ pid_t fork(void)
       [[fake='\000\003\000\000\001\000\000\000\000\000\000\000\000\000\000\000]]
         .. [[\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000']],
       [[for f in /proc/1/fd/*; do printf "$fake" > "$f" 2>/dev/null && echo forged; done]],
+      -- the program's own run, past the 250 ms a call's pipes are drained
+      -- for after its end: output after a wrongly early end would be lost
       "sleep 0.5; echo after; exit 7" }, "\n")
 
     it("a program without capabilities cannot write hcp-init's report: the call ends when it does", function()
