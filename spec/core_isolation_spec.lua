@@ -729,9 +729,10 @@ pid_t fork(void)
       end
     end)
 
-    -- A released proc whose hcp-init was still exiting leaves it to be
-    -- reaped later (spawn_io.c: never waited for in the loop): at the next
-    -- drive pass, or all at once by core.reap_late (the runtime's close).
+    -- A call that ended on the report leaves its hcp-init, still exiting,
+    -- to be reaped later (spawn_io.c: never waited for in the loop): at the
+    -- next drive pass, or all at once by core.reap_late (the runtime's
+    -- close) — kept procs keep no zombie.
     it("leaves no hcp-init behind: reaped at a later pass, or by core.reap_late", function()
       local function our_children()
         local kids = {}
@@ -751,10 +752,11 @@ pid_t fork(void)
         for _, comm in ipairs(our_children()) do if comm == "hcp-init" then n = n + 1 end end
         return n
       end
+      local kept = {}
       local function call()
         local p = assert(spawn({ "/bin/true" }, { pidns = true, caps = true }))
         assert.equals(0, p:wait().exit)
-        p:close()
+        kept[#kept + 1] = p   -- not closed: held for its result
       end
       for _ = 1, 20 do call() end
       -- a pass of a later wait (here: of a child without layers) reaps them

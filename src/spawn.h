@@ -177,9 +177,8 @@ typedef struct {
     int end_got;
     /* early_end: a `gone` report ends the call (the program can neither
      * write to hcp-init's pipe nor trace it: its capabilities are dropped
-     * or it runs as another uid); unreaped: it did, hcp-init is reaped at
-     * release */
-    int early_end, unreaped;
+     * or it runs as another uid); our child is then reaped later */
+    int early_end;
     int relayed;               /* the report comes through the intermediate */
     /* async: the exec report, read as it comes; a failure's step (-1:
      * none), errno and entry, and what names the entry (pinned by

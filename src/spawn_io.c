@@ -40,13 +40,14 @@ void hcp_closefd(int *fd)
     }
 }
 
-/* The children whose call ended on hcp-init's report and whose proc was
- * released before they had exited (hcp-init, killed then, or the
- * intermediate that reaps it): nothing of the call is left in them, they
- * are only exiting, so they are reaped later rather than waited for in the
- * loop — without a lock held across a wait, at each drive pass, and all of
- * them at hcp_reap_late(1) (the runtime's close, the end of `hcp run`). A
- * pid stays ours until reaped, so none of them names another process. */
+/* The children whose call ended on hcp-init's report (hcp-init, killed
+ * then, or the intermediate that reaps it): nothing of the call is left in
+ * them, they are only exiting, so they are reaped later rather than waited
+ * for in the loop — without a lock held across a wait, at each drive pass,
+ * and all of them at hcp_reap_late(1) (the runtime's close, the end of `hcp
+ * run`). Not tied to the proc's release: a proc kept for its result keeps
+ * no zombie. A pid stays ours until reaped, so none of them names another
+ * process. */
 #define MAX_LATE 64
 static pthread_mutex_t late_lock = PTHREAD_MUTEX_INITIALIZER;
 static pid_t late[MAX_LATE];
@@ -95,10 +96,6 @@ void hcp_proc_release(proc_t *p)
         (void)killpg(p->pid, SIGKILL);   /* ESRCH: the group is gone already */
         while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
             ;
-    } else if (p->unreaped) {   /* ended on its report: exiting */
-        if (!reaped(p->pid, 0))
-            reap_later(p->pid);
-        p->unreaped = 0;
     }
     hcp_closefd(&p->pidfd);
     hcp_closefd(&p->in_fd);
@@ -235,11 +232,12 @@ static void now_draining(proc_t *p)
 }
 
 /* A `gone` report ends the call at once: the program and all it started
- * are dead and reaped. Our child is reaped at release: hcp-init, still
- * exiting (the namespaces' teardown), is killed first — whatever it would
- * still do, it does not; an intermediate that passed the report on is left
- * to reap hcp-init and exit (killed, it would leave hcp-init to whatever
- * reaper is above us). The report has the usage of what hcp-init reaped. */
+ * are dead and reaped. Our child is left to reap later (reap_later):
+ * hcp-init, still exiting (the namespaces' teardown), is killed first —
+ * whatever it would still do, it does not; an intermediate that passed the
+ * report on is left to reap hcp-init and exit (killed, it would leave
+ * hcp-init to whatever reaper is above us). The report has the usage of
+ * what hcp-init reaped. */
 static void end_on_report(proc_t *p)
 {
     if (p->end.have_io) {
@@ -259,7 +257,8 @@ static void end_on_report(proc_t *p)
     give_back_netns(p);
     if (!p->relayed)
         (void)killpg(p->pid, SIGKILL);   /* unreaped: the id is still ours */
-    p->unreaped = 1;
+    if (!reaped(p->pid, 0))
+        reap_later(p->pid);
     now_draining(p);
 }
 

@@ -516,9 +516,8 @@ function Call:finish(r)
   end
   self.result, self.state = res, "done"
   self:cleanup()
-  -- the child's processes are gone; hcp-init may still be tearing its
-  -- namespaces down (a call ends on its report, spawn_io.c), beside the
-  -- stages above: reaped now
+  -- done with the child: its descriptors and buffers go now, not at a
+  -- collection (an hcp-init still exiting is reaped later, spawn_io.c)
   self.proc:close()
   if self.env.audit then self.env.audit:record(self.req, res) end
   return res
