@@ -214,14 +214,6 @@ static void catch_ending_signals(int status)
             (void)sigaction(s, &sa, NULL);   /* 32, 33 and such: EINVAL under glibc, nothing lost */
 }
 
-/* The program ended (wait status prog_st): whatever else runs in the
- * namespace is killed and reaped here, before the report — so the runtime
- * can end the call on the report, without waiting for this process's own
- * exit, which tears the namespaces down. kill(-1) from pid 1 reaches every
- * other process of the namespace, nested ones too; all of them are our
- * descendants, so ECHILD means none is left. No signal is taken from here
- * on: the call is ending, and a timeout's TERM must not write a second
- * report (the runtime's SIGKILL still ends us). */
 /* /proc/self/io into rep (the namespace's own /proc: ours, and what we
  * reaped); have_io stays 0 when it cannot be read. No stdio here. */
 static unsigned long long io_value(const char *text, const char *key)
@@ -251,6 +243,14 @@ static void own_io(struct hcp_end_report *rep)
     rep->have_io = 1;
 }
 
+/* The program ended (wait status prog_st): whatever else runs in the
+ * namespace is killed and reaped here, before the report — so the runtime
+ * can end the call on the report, without waiting for this process's own
+ * exit, which tears the namespaces down. kill(-1) from pid 1 reaches every
+ * other process of the namespace, nested ones too; all of them are our
+ * descendants, so ECHILD means none is left. No signal is taken from here
+ * on: the call is ending, and a timeout's TERM must not write a second
+ * report (the runtime's SIGKILL still ends us). */
 static _Noreturn void end_report(int status, int prog_st)
 {
     struct hcp_end_report rep = { .status = prog_st, .gone = 1 };
