@@ -1,6 +1,7 @@
 /* poller.c — core.poller(): one descriptor an event loop can watch for all
  * the calls of a runtime. It is an epoll set holding every descriptor a
- * running proc waits on (its output pipes, its stdin pipe, its pidfd) and a
+ * running proc waits on (its output pipes, its stdin pipe, its pidfd, the
+ * exec and end reports) and a
  * timerfd the runtime arms for the next timeout, kill or drain deadline;
  * the set is readable whenever some call needs service. Level-triggered:
  * readiness that came before a descriptor was watched is not lost, and a
@@ -77,8 +78,10 @@ static int pl_watch(lua_State *L)
         return 1;
     }
     proc_t *p = luaL_checkudata(L, 2, PROC_MT);
-    const int fds[5] = { p->out[0].fd, p->out[1].fd, p->in_fd, p->pidfd, p->report_fd };
-    for (int i = 0; i < 5; i++)
+    /* hcp-init's end report too: the call can end on it (spawn_io.c) */
+    const int fds[6] = { p->out[0].fd, p->out[1].fd, p->in_fd, p->pidfd, p->report_fd,
+                         p->state == S_RUNNING ? p->status_fd : -1 };
+    for (int i = 0; i < 6; i++)
         if (fds[i] >= 0 && watch_fd(pl->epfd, fds[i], i == 2 ? EPOLLOUT : EPOLLIN) < 0)
             return hcp_push_oserror(L, errno, "poller: epoll_ctl");
     lua_pushboolean(L, 1);

@@ -495,8 +495,10 @@ static int prepare_layers(lua_State *L, proc_t *p, struct hcp_isolation *iso, st
     }
     if (async)   /* a failure reported later names an entry of the plan: keep it */
         keep_plan(L, pidx, lua_gettop(L), p, iso);
-    /* root and a pid namespace: hcp-init is our child, no intermediate;
-     * it reports the program's end on a pipe of its own (see spawn.h) */
+    /* a pid namespace: hcp-init reports the program's end on a pipe of
+     * its own (struct hcp_end_report, spawn.h) — to us when it is our own
+     * child (root through the helper: no intermediate), else to the
+     * intermediate, which passes it on here */
     l->status_fd = l->end_fd = -1;
     if (iso->layers & ISO_PIDNS) {
         int direct = !iso->userns && iso->userns_fd < 0 && p->root && hcp_helper_fd() >= 0, sp[2];

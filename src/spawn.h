@@ -197,8 +197,8 @@ void hcp_closefd(int *fd);
 /* The one cleanup path: kills and reaps a running child, closes every fd,
  * frees the buffers; idempotent. */
 void hcp_proc_release(proc_t *p);
-/* Reaps the children left to reap later by a release (a call that ended on
- * hcp-init's report, whose hcp-init or intermediate was still exiting);
+/* Reaps the children left to reap later: those of calls that ended on
+ * hcp-init's report, whose hcp-init or intermediate was still exiting;
  * block: wait for each. spawn_io.c */
 void hcp_reap_late(int block);
 

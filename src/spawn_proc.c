@@ -353,8 +353,9 @@ static int l_wait_any(lua_State *L)
     return drive_procs(L, 0);
 }
 
-/* core.reap_late(): waits for and reaps the children a released proc left
- * to reap later (hcp_reap_late): the runtime's close leaves none. */
+/* core.reap_late(): waits for and reaps the children of calls that ended
+ * on hcp-init's report and were still exiting (hcp_reap_late): the
+ * runtime's close leaves none. */
 static int l_reap_late(lua_State *L)
 {
     (void)L;
