@@ -262,6 +262,29 @@ describe("isolation.rootfs", function()
     if core.kind("/etc/localtime") == "link" then assert.matches("tz\n$", r.stdout) end
   end)
 
+  -- rootfs.c resolves a path that is no link from its parent's resolved
+  -- name, remembered for the next path with the same parent: each path
+  -- must still show what the host shows there, through a link in a parent,
+  -- a link at the end, a parent shared with the path before, or not
+  it("shows each path as the host does, whatever links lie on the way, for paths that share a parent", function()
+    if not need("rootfs") then return end
+    local t = assert(core.mkdtemp(BASE, "links-"))
+    assert(os.execute(string.format("cd %s && mkdir -p real/dir other && echo A > real/dir/a && echo B > real/dir/b"
+      .. " && echo C > other/c && ln -s real L && ln -s a real/dir/alink && ln -s ../../other real/dir/up"
+      .. " && chmod -R a+rX .", q(t))))
+    local paths = { t .. "/L/dir/a", t .. "/L/dir/b", t .. "/L/dir/alink", t .. "/real/dir/b", t .. "/L/dir/up/c",
+      t .. "/other/c" }
+    local ro = { "/usr", "/bin", "/lib", "/lib64" }
+    local cmd = {}
+    for i, p in ipairs(paths) do
+      ro[#ro + 1] = p
+      cmd[i] = "cat " .. q(p) .. " || echo missing"
+    end
+    local r = sh(table.concat(cmd, "; "), { rootfs = { ro = ro } })
+    assert.equal("A\nB\nA\nB\nC\nC\n", r.stdout, r.stderr)
+    core.rmtree(t)
+  end)
+
   it("a rw path under /dev/shm (a runtime whose TMPDIR is there) is bound into the private /dev/shm", function()
     if not need("rootfs") then return end
     local shm = assert(core.mkdtemp("/dev/shm", "hcp-spec-"))

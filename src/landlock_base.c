@@ -115,9 +115,6 @@ static int add_list(lua_State *L, int opts, int pin, const char *name, int which
         const char *p = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
         if (!p || p[0] != '/' || strlen(p) != len)
             return luaL_error(L, "landlock base: %s[%d] must be an absolute path", name, (int)i);
-        struct statfs sf;
-        if (statfs(p, &sf) == 0 && sf.f_type == PROC_SUPER_MAGIC)
-            return luaL_error(L, "landlock base: %s is on procfs: its rule is each child's own", p);
         lua_rawseti(L, pin, (lua_Integer)lua_rawlen(L, pin) + 1);   /* pins p */
         b->e[b->n++] = (struct llb_ent){ p, -1, which, 0 };
     }
@@ -151,6 +148,15 @@ static int l_landlock_base(lua_State *L)
     if (open_all(L, pin, b) < 0) {
         close_all(b);
         return luaL_pushfail(L), lua_insert(L, -2), 2;
+    }
+    /* asked of what was opened (no second walk of each path) */
+    for (int i = 0; i < b->n; i++) {
+        struct statfs sf;
+        if (b->e[i].fd >= 0 && fstatfs(b->e[i].fd, &sf) == 0 && sf.f_type == PROC_SUPER_MAGIC) {
+            const char *p = b->e[i].path;
+            close_all(b);
+            return luaL_error(L, "landlock base: %s is on procfs: its rule is each child's own", p);
+        }
     }
     lua_settop(L, ud);
     return 1;

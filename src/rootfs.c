@@ -93,11 +93,52 @@ static const char *reserved(const char *p)
     return NULL;
 }
 
+/* The last parent directory resolved while planning, and the kernel's
+ * name for it: a view's paths come a few directories at a time (/etc,
+ * /usr), and realpath(3) asks readlink of every component of each path
+ * (2-4 calls a path, ~40 paths a view). */
+struct parent_memo {
+    int have;
+    char dir[PATH_MAX], real[PATH_MAX];
+};
+
+/* realpath(norm), malloc'd: for a path that is no link itself (its lstat
+ * in st), the resolved parent joined to the last component — the same
+ * name, since only a link there could change it; realpath for a link. */
+static char *resolve(const char *norm, const struct stat *st, struct parent_memo *m)
+{
+    const char *slash = strrchr(norm, '/');
+    if (S_ISLNK(st->st_mode) || !slash || slash[1] == '\0')
+        return realpath(norm, NULL);
+    size_t dlen = slash == norm ? 1 : (size_t)(slash - norm);
+    if (!m->have || strlen(m->dir) != dlen || strncmp(m->dir, norm, dlen) != 0) {
+        char dir[PATH_MAX];
+        memcpy(dir, norm, dlen);
+        dir[dlen] = '\0';
+        m->have = 0;
+        if (!realpath(dir, m->real))
+            return NULL;
+        memcpy(m->dir, dir, dlen + 1);
+        m->have = 1;
+    }
+    size_t rlen = strlen(m->real), nlen = strlen(slash + 1);
+    char *out = malloc(rlen + 1 + nlen + 1);
+    if (!out)
+        return NULL;
+    memcpy(out, m->real, rlen);
+    size_t at = rlen;
+    if (rlen > 1)   /* the parent is "/": no second slash */
+        out[at++] = '/';
+    memcpy(out + at, slash + 1, nlen + 1);
+    return out;
+}
+
 /* One path of ro or rw into e (kind, src, isdir); returns 1 when it is
  * there, 0 when it is an optional path the host lacks, or an errno with the
  * message pushed. A final symlink of a ro path is kept as a link, decided
  * in link_or_bind once every entry is known. */
-static int plan_one(lua_State *L, int pin, const char *given, int rw, struct hcp_rootfs_ent *e)
+static int plan_one(lua_State *L, int pin, const char *given, int rw, struct hcp_rootfs_ent *e,
+                    struct parent_memo *memo)
 {
     char norm[PATH_MAX], *real;
     struct stat st;
@@ -113,7 +154,7 @@ static int plan_one(lua_State *L, int pin, const char *given, int rw, struct hcp
     }
     if (S_ISLNK(st.st_mode) && rw)
         return rf_error(L, ELOOP, norm, "a read-write path must not be a symlink");
-    if (!(real = realpath(norm, NULL))) {
+    if (!(real = resolve(norm, &st, memo))) {
         if (errno == ENOENT && !rw)
             return 0;   /* a dangling link */
         return rf_error(L, errno, norm, NULL);
@@ -123,7 +164,8 @@ static int plan_one(lua_State *L, int pin, const char *given, int rw, struct hcp
     free(real);
     if (strcmp(e->src, "/") == 0)
         return rf_error(L, EINVAL, norm, "resolves to the host's root");
-    if (stat(e->src, &st) < 0)
+    /* a link: what it leads to (no link: lstat said already) */
+    if (S_ISLNK(st.st_mode) && stat(e->src, &st) < 0)
         return rf_error(L, errno, norm, NULL);
     e->kind = RF_BIND;   /* or RF_LINK, decided in link_or_bind */
     e->base = 0;
@@ -170,6 +212,8 @@ static void link_or_bind(struct hcp_rootfs *rf, int i, int *drop)
 static int plan_lists(lua_State *L, int t, int pin, struct hcp_rootfs *rf)
 {
     static const char *const lists[] = { "ro", "rw" };
+    struct parent_memo memo;
+    memo.have = 0;
     for (int k = 0; k < 2; k++) {
         lua_getfield(L, t, lists[k]);
         lua_Integer len = lua_istable(L, -1) ? (lua_Integer)lua_rawlen(L, -1) : 0;
@@ -177,7 +221,7 @@ static int plan_lists(lua_State *L, int t, int pin, struct hcp_rootfs *rf)
             lua_rawgeti(L, -1, i);
             const char *p = lua_tostring(L, -1);   /* pinned by opts */
             lua_pop(L, 1);
-            int r = plan_one(L, pin, p, k, &rf->e[rf->n]);
+            int r = plan_one(L, pin, p, k, &rf->e[rf->n], &memo);
             if (r > 1)
                 return r;
             rf->n += r;
