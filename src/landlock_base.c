@@ -90,12 +90,20 @@ static int open_all(lua_State *L, int pin, llb_t *b)
         struct llb_ent *e = &b->e[i];
         struct stat st;
         char *real = NULL;
-        e->fd = open(e->path, O_PATH | O_CLOEXEC);
+        /* the path itself first (O_NOFOLLOW: a link is opened as the link),
+         * so one fstat tells a link from what the rule is for */
+        e->fd = open(e->path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        int got = e->fd >= 0 && fstat(e->fd, &st) == 0, link = got && S_ISLNK(st.st_mode);
+        if (link) {   /* the rule is on what it leads to */
+            close(e->fd);
+            e->fd = open(e->path, O_PATH | O_CLOEXEC);
+            got = e->fd >= 0 && fstat(e->fd, &st) == 0;
+        }
         if (e->fd < 0 && errno != ENOENT && errno != ENOTDIR)
             return lua_pushfstring(L, "landlock base: %s: %s", e->path, strerror(errno)), -1;
-        e->isdir = e->fd >= 0 && fstat(e->fd, &st) == 0 && S_ISDIR(st.st_mode);
+        e->isdir = got && S_ISDIR(st.st_mode);
         int r = stamp_parent(L, pin, b, e->path);
-        if (r == 0 && lstat(e->path, &st) == 0 && S_ISLNK(st.st_mode) && (real = realpath(e->path, NULL)))
+        if (r == 0 && link && (real = realpath(e->path, NULL)))
             r = stamp_parent(L, pin, b, real);
         free(real);
         if (r < 0)
