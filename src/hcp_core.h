@@ -40,6 +40,11 @@ int hcp_openat2(int dirfd, const char *path, int flags, mode_t mode,
 
 /* Component-wise containment of two normalised absolute paths (paths.c). */
 int hcp_path_contains(const char *base, const char *path);
+/* The start of a small file (a /proc or /sys entry: at most size - 1
+ * bytes) into buf, NUL-terminated: the bytes read — 0, and buf "", when it
+ * could not be read — or -1 (buf "") when it could not be opened.
+ * pathutil.c; no allocation, no stdio: a child may call it. */
+ssize_t hcp_read_small(const char *path, char *buf, size_t size);
 
 /* Push nil, "<prefix>: <strerror(err)>", err and return 3 (paths.c).
  * err is passed in because errno must be saved before any Lua call. */

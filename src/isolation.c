@@ -384,14 +384,8 @@ static int ns_type(int fd)
 static int read_cap_last(void)
 {
     char buf[16];
-    int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (hcp_read_small("/proc/sys/kernel/cap_last_cap", buf, sizeof buf) <= 0)
         return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
     long v = strtol(buf, NULL, 10);
     return v > 0 && v < 64 ? (int)v : -1;
 }

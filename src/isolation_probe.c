@@ -147,10 +147,7 @@ static int pid_max_child(void)
     char buf[16];
     if (hcp_iso_pid_max(1000) < 0)
         return -1;
-    int fd = open("/proc/sys/kernel/pid_max", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-    if (fd >= 0)
-        close(fd);
+    ssize_t n = hcp_read_small("/proc/sys/kernel/pid_max", buf, sizeof buf);
     return n == 5 && strncmp(buf, "1000\n", 5) == 0 ? 0 : -1;
 }
 
@@ -175,14 +172,7 @@ static int try_pid_max(char *why)
 static int read_host_pid_max(void)
 {
     char buf[16];
-    int fd = open("/proc/sys/kernel/pid_max", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-    if (fd >= 0)
-        close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    return atoi(buf);
+    return hcp_read_small("/proc/sys/kernel/pid_max", buf, sizeof buf) <= 0 ? -1 : atoi(buf);
 }
 
 static int try_seccomp(char *why)
@@ -330,12 +320,8 @@ static int try_join(char *why)
 static int has_word(const char *path, const char *word)
 {
     char buf[512];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (hcp_read_small(path, buf, sizeof buf) < 0)
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    buf[n > 0 ? n : 0] = '\0';
     for (char *save = NULL, *w = strtok_r(buf, " \n", &save); w; w = strtok_r(NULL, " \n", &save))
         if (strcmp(w, word) == 0)
             return 1;
@@ -358,12 +344,8 @@ static void rmdir_retry(const char *dir)
 static int own_cgroup(int version, char *out, size_t sz)
 {
     char buf[4096];
-    int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (hcp_read_small("/proc/self/cgroup", buf, sizeof buf) < 0)
         return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    buf[n > 0 ? n : 0] = '\0';
     for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
         if (!c2)

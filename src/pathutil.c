@@ -1,6 +1,7 @@
 /* pathutil.c — the path helpers that need no Lua: openat2 with retries,
- * lexical normalisation and containment. Shared by the C module and the
- * spawn helper (build/libexec/hcp-spawn), which links no Lua and no libc. */
+ * lexical normalisation and containment, and reading a small file whole.
+ * Shared by the C module and the spawn helper (build/libexec/hcp-spawn),
+ * which links no Lua and no libc. */
 #include "hcp_core.h"
 
 #include <errno.h>
@@ -98,4 +99,18 @@ int hcp_path_contains(const char *base, const char *path)
     n = strlen(base);
     /* Component-wise: "/a/pre" must not contain "/a/prefix". */
     return strncmp(base, path, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+ssize_t hcp_read_small(const char *path, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, size - 1);
+    close(fd);
+    if (n < 0)
+        n = 0;
+    buf[n] = '\0';
+    return n;
 }

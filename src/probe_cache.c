@@ -31,11 +31,7 @@
 static size_t append_file(char *key, size_t len, const char *tag, const char *path)
 {
     char buf[2048];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-    if (fd >= 0)
-        close(fd);
-    buf[n > 0 ? n : 0] = '\0';
+    (void)hcp_read_small(path, buf, sizeof buf);   /* unreadable: "" */
     for (char *c = buf; *c; c++)
         if (*c == '\n' || *c == ' ')
             *c = ',';
@@ -57,11 +53,7 @@ static size_t append_status(char *key, size_t len)
 {
     static const char *const fields[] = { "CapEff:", "CapBnd:", "NoNewPrivs:", "Seccomp:", "Seccomp_filters:" };
     char buf[4096];
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-    if (fd >= 0)
-        close(fd);
-    buf[n > 0 ? n : 0] = '\0';
+    (void)hcp_read_small("/proc/self/status", buf, sizeof buf);   /* unreadable: "" */
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         const char *at = strstr(buf, fields[i]);
         const char *end = at ? strchr(at, '\n') : NULL;

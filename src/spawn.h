@@ -87,11 +87,19 @@ struct hcp_child_err { int step; int err; int arg; };
  * and ends now; the kernel ends the rest as it exits. The usage is that of
  * every process hcp-init reaped: getrusage(RUSAGE_CHILDREN), and its own
  * /proc/self/io, which holds theirs (have_io: it could be read). */
+/* The counters of a /proc/<pid>/io. */
+struct hcp_io { unsigned long long rchar, wchar, read_bytes, write_bytes; };
+
+/* Reads them from `path` (the child's /proc/self/io, the runtime's
+ * /proc/<pid>/io): 0, or -1 when it cannot be read. spawn_child.c; no
+ * allocation, no stdio. */
+int hcp_read_io(const char *path, struct hcp_io *io);
+
 struct hcp_end_report {
     int status, gone;
     long long user_us, sys_us, maxrss_kb;
     int have_io, pad;
-    unsigned long long rchar, wchar, read_bytes, write_bytes;
+    struct hcp_io io;
 };
 
 /* The step's name for messages, or NULL; whether its `arg` names an entry. */
@@ -151,7 +159,7 @@ struct stream {
 struct usage {
     int have_ru, have_io;
     long long user_us, sys_us, maxrss_kb;
-    unsigned long long rchar, wchar, read_bytes, write_bytes;
+    struct hcp_io io;
 };
 
 typedef struct {

@@ -214,8 +214,6 @@ static void catch_ending_signals(int status)
             (void)sigaction(s, &sa, NULL);   /* 32, 33 and such: EINVAL under glibc, nothing lost */
 }
 
-/* /proc/self/io into rep (the namespace's own /proc: ours, and what we
- * reaped); have_io stays 0 when it cannot be read. No stdio here. */
 static unsigned long long io_value(const char *text, const char *key)
 {
     const char *at = strstr(text, key);
@@ -226,21 +224,16 @@ static unsigned long long io_value(const char *text, const char *key)
     return v;
 }
 
-static void own_io(struct hcp_end_report *rep)
+int hcp_read_io(const char *path, struct hcp_io *io)
 {
     char buf[512];
-    int fd = open("/proc/self/io", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-    if (fd >= 0)
-        close(fd);
-    if (n <= 0)
-        return;
-    buf[n] = '\0';
-    rep->rchar = io_value(buf, "rchar: ");
-    rep->wchar = io_value(buf, "wchar: ");
-    rep->read_bytes = io_value(buf, "read_bytes: ");
-    rep->write_bytes = io_value(buf, "write_bytes: ");
-    rep->have_io = 1;
+    if (hcp_read_small(path, buf, sizeof buf) <= 0)
+        return -1;
+    io->rchar = io_value(buf, "rchar: ");
+    io->wchar = io_value(buf, "wchar: ");
+    io->read_bytes = io_value(buf, "read_bytes: ");
+    io->write_bytes = io_value(buf, "write_bytes: ");
+    return 0;
 }
 
 /* The program ended (wait status prog_st): whatever else runs in the
@@ -269,7 +262,8 @@ static _Noreturn void end_report(int status, int prog_st)
         rep.sys_us = (long long)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
         rep.maxrss_kb = ru.ru_maxrss;
     }
-    own_io(&rep);
+    /* the namespace's own /proc: ours, holding what we reaped */
+    rep.have_io = hcp_read_io("/proc/self/io", &rep.io) == 0;
     (void)write(status, &rep, sizeof rep);
     _exit(0);
 }

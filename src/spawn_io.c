@@ -118,32 +118,14 @@ void hcp_proc_release(proc_t *p)
 
 /* ---- usage -------------------------------------------------------------- */
 
-static unsigned long long io_field(const char *text, const char *key)
-{
-    const char *at = strstr(text, key);
-    return at ? strtoull(at + strlen(key), NULL, 10) : 0;
-}
-
 /* /proc/<pid>/io of the exited child, before it is reaped: its own I/O and
  * that of the descendants it reaped. Unreadable (another uid without
  * CAP_SYS_PTRACE, no procfs): left unknown. */
 static void read_io(proc_t *p)
 {
-    char path[40], buf[512];
+    char path[40];
     snprintf(path, sizeof path, "/proc/%ld/io", (long)p->pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return;
-    buf[n] = '\0';
-    p->usage.rchar = io_field(buf, "rchar: ");
-    p->usage.wchar = io_field(buf, "wchar: ");
-    p->usage.read_bytes = io_field(buf, "read_bytes: ");
-    p->usage.write_bytes = io_field(buf, "write_bytes: ");
-    p->usage.have_io = 1;
+    p->usage.have_io = hcp_read_io(path, &p->usage.io) == 0;
 }
 
 static void keep_rusage(proc_t *p, const struct rusage *ru)
@@ -241,10 +223,7 @@ static void now_draining(proc_t *p)
 static void end_on_report(proc_t *p)
 {
     if (p->end.have_io) {
-        p->usage.rchar = p->end.rchar;
-        p->usage.wchar = p->end.wchar;
-        p->usage.read_bytes = p->end.read_bytes;
-        p->usage.write_bytes = p->end.write_bytes;
+        p->usage.io = p->end.io;
         p->usage.have_io = 1;
     } else {
         read_io(p);

@@ -47,10 +47,10 @@ static void push_usage(lua_State *L, const struct usage *u)
         setfield_int(L, "max_rss_kb", u->maxrss_kb);
     }
     if (u->have_io) {
-        setfield_int(L, "read_bytes", (long long)u->rchar);
-        setfield_int(L, "write_bytes", (long long)u->wchar);
-        setfield_int(L, "disk_read_bytes", (long long)u->read_bytes);
-        setfield_int(L, "disk_write_bytes", (long long)u->write_bytes);
+        setfield_int(L, "read_bytes", (long long)u->io.rchar);
+        setfield_int(L, "write_bytes", (long long)u->io.wchar);
+        setfield_int(L, "disk_read_bytes", (long long)u->io.read_bytes);
+        setfield_int(L, "disk_write_bytes", (long long)u->io.write_bytes);
     }
 }
 
