@@ -23,10 +23,13 @@ local function say(fmt, ...)
   stderr:write(prog, ": ", string.format(fmt, ...), "\n")
 end
 
--- Options that take a value: needed to find where `run`'s PACK starts, after
--- which every argument belongs to the child verbatim (even `--json` or `-n`).
-local VALUE_OPTIONS = { ["--pack-dir"] = true, ["--allow-bin"] = true, ["--config"] = true, ["--out-dir"] = true,
-  ["--audit"] = true }
+-- `run`'s options before PACK, by kind: "list" (a value, repeatable),
+-- "value" (a value, once), "flag" (once). Those with a value are what finds
+-- where PACK starts, after which every argument belongs to the child
+-- verbatim (even `--json` or `-n`); all of them, what fast_run parses.
+local RUN_OPTIONS = { ["--pack-dir"] = "list", ["--allow-bin"] = "list", ["--config"] = "value",
+  ["--audit"] = "value", ["--out-dir"] = "value", ["--no-sandbox"] = "flag", ["--native-local"] = "flag",
+  ["--replace"] = "flag", ["--no-replace"] = "flag", ["--allow-hidden"] = "flag", ["--json"] = "flag" }
 
 local function common_options(cmd, no_allow_bin)
   cmd:option("--pack-dir", "Directory of packs, or one pack root (repeatable; default $HCP_PACK_PATH, then ./packs).")
@@ -646,12 +649,6 @@ end
 
 -- ---- entry point --------------------------------------------------------
 
--- `run`'s options before PACK, by kind: "list" (a value, repeatable),
--- "value" (a value, once), "flag" (once).
-local RUN_OPTIONS = { ["--pack-dir"] = "list", ["--allow-bin"] = "list", ["--config"] = "value",
-  ["--audit"] = "value", ["--out-dir"] = "value", ["--no-sandbox"] = "flag", ["--native-local"] = "flag",
-  ["--replace"] = "flag", ["--no-replace"] = "flag", ["--allow-hidden"] = "flag", ["--json"] = "flag" }
-
 -- The words of `hcp run`/`hcpx` up to PACK (the rest went to the child), in
 -- their plain spellings only, into the table argparse would give: `hcp run`
 -- then neither loads argparse nor builds a parser (~0.5 ms). Anything else
@@ -691,7 +688,8 @@ local function split_run(words, start)
     local w = words[i]
     if w == "--" then return i + 1 end
     if w:sub(1, 1) ~= "-" or w == "-" then return i end
-    if VALUE_OPTIONS[w] then i = i + 1 end
+    local kind = RUN_OPTIONS[w]
+    if kind and kind ~= "flag" then i = i + 1 end
     i = i + 1
   end
   return nil
