@@ -51,28 +51,21 @@ static void close_ns(struct hcp_netns ns)
 
 /* The holder of a namespace made ahead: its pid, the read end of its exec
  * report (EOF: exec'd, so its namespace exists), the write end of its
- * stdin (closed: it exits); `done`: an ended holder still to be reaped. */
-static struct { pid_t pid, done; int report, in; } ahead = { -1, -1, -1, -1 };
+ * stdin (closed: it exits). */
+static struct { pid_t pid; int report, in; } ahead = { -1, -1, -1 };
 /* Once a namespace has been given back, the pool serves the calls that
  * follow: one made ahead is for a process's first calls only (with calls in
  * flight the pool is empty most of the time, and a holder per call would
  * only double the processes started). */
 static int given_back;
 
-static void reap_done(int block)
-{
-    if (ahead.done > 0 && waitpid(ahead.done, NULL, block ? 0 : WNOHANG) != 0)
-        ahead.done = -1;   /* reaped, or not ours to reap any more (ECHILD) */
-}
-
 /* Ends the holder (the lock held): it exits once its stdin closes, and is
- * reaped later rather than waited for now. */
+ * reaped later (hcp_reap_later) rather than waited for now. */
 static void end_ahead(void)
 {
     hcp_closefd(&ahead.in);
     hcp_closefd(&ahead.report);
-    reap_done(1);   /* an earlier one, long gone */
-    ahead.done = ahead.pid;
+    hcp_reap_later(ahead.pid);
     ahead.pid = -1;
 }
 
@@ -102,7 +95,6 @@ struct hcp_netns hcp_netns_take(int root)
         ns = pools[root != 0].ns[--pools[root != 0].n];
     else if (root && ahead.pid > 0)
         ns = take_ahead();
-    reap_done(0);
     pthread_mutex_unlock(&lock);
     return ns;
 }
@@ -127,7 +119,6 @@ static int prefill(void)
     int started = 0;
     if (geteuid() == 0 && hcp_helper_fd() >= 0) {
         pthread_mutex_lock(&lock);
-        reap_done(0);
         if (pools[1].n == 0 && ahead.pid < 0 && !given_back)
             started = start_ahead() == 0;
         pthread_mutex_unlock(&lock);
@@ -150,7 +141,7 @@ static void cancel_locked(void)
 {
     if (ahead.pid > 0)
         end_ahead();
-    reap_done(1);
+    hcp_reap_late(1);
 }
 
 static void cancel_ahead(void)

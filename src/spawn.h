@@ -205,9 +205,10 @@ void hcp_closefd(int *fd);
 /* The one cleanup path: kills and reaps a running child, closes every fd,
  * frees the buffers; idempotent. */
 void hcp_proc_release(proc_t *p);
-/* Reaps the children left to reap later: those of calls that ended on
- * hcp-init's report, whose hcp-init or intermediate was still exiting;
- * block: wait for each. spawn_io.c */
+/* A child of ours that is only exiting (it does nothing more), to be
+ * reaped later: at a drive pass, or by hcp_reap_late; block: wait for each
+ * of them. spawn_io.c */
+void hcp_reap_later(pid_t pid);
 void hcp_reap_late(int block);
 
 /* Drives n procs (and the `nextra` extras) until `need` procs are done or

@@ -40,10 +40,11 @@ void hcp_closefd(int *fd)
     }
 }
 
-/* The children whose call ended on hcp-init's report (hcp-init, killed
- * then, or the intermediate that reaps it): nothing of the call is left in
- * them, they are only exiting, so they are reaped later rather than waited
- * for in the loop — without a lock held across a wait, at each drive pass,
+/* The children that are only exiting — those of a call that ended on
+ * hcp-init's report (hcp-init, killed then, or the intermediate that reaps
+ * it), the netns pool's holders whose stdin was closed: nothing of a call
+ * is left in them, so they are reaped later rather than waited for in the
+ * loop — without a lock held across a wait, at each drive pass,
  * and all of them at hcp_reap_late(1) (the runtime's close, the end of `hcp
  * run`). Not tied to the proc's release: a proc kept for its result keeps
  * no zombie. A pid stays ours until reaped, so none of them names another
@@ -61,7 +62,7 @@ static int reaped(pid_t pid, int block)
     return r != 0;   /* reaped, or not ours any more (ECHILD: reaped behind our back) */
 }
 
-static void reap_later(pid_t pid)
+void hcp_reap_later(pid_t pid)
 {
     pthread_mutex_lock(&late_lock);
     int at = atomic_load(&nlate);
@@ -87,7 +88,7 @@ void hcp_reap_late(int block)
     pthread_mutex_unlock(&late_lock);
     for (int i = 0; i < n; i++)
         if (!reaped(mine[i], block))
-            reap_later(mine[i]);
+            hcp_reap_later(mine[i]);
 }
 
 void hcp_proc_release(proc_t *p)
@@ -237,7 +238,7 @@ static void end_on_report(proc_t *p)
     if (!p->relayed)
         (void)killpg(p->pid, SIGKILL);   /* unreaped: the id is still ours */
     if (!reaped(p->pid, 0))
-        reap_later(p->pid);
+        hcp_reap_later(p->pid);
     now_draining(p);
 }
 
