@@ -95,8 +95,7 @@ void hcp_proc_release(proc_t *p)
 {
     if (p->state == S_RUNNING) {
         (void)killpg(p->pid, SIGKILL);   /* ESRCH: the group is gone already */
-        while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
-            ;
+        (void)reaped(p->pid, 1);
     }
     hcp_closefd(&p->pidfd);
     hcp_closefd(&p->in_fd);
