@@ -486,8 +486,10 @@ static int may_skip_close(lua_State *L, int cli)
     int closed = lua_toboolean(L, -1);
     lua_pop(L, 1);
     memset(&si, 0, sizeof si);
-    if (closed)
-        hcp_reap_late(1);   /* an hcp-init still exiting is no child to leave behind */
+    if (closed) {
+        hcp_early_cancel();   /* no call took it */
+        hcp_reap_late(1);
+    }   /* an hcp-init still exiting is no child to leave behind */
     return closed && waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD;
 }
 
@@ -508,7 +510,10 @@ static int pcli(lua_State *L)
     /* a call's network namespace, made on the other CPU while the modules
      * load (root only; see netns_pool.c) */
     if (strcmp(name, "hcpx") == 0 || (argc > 1 && strcmp(argv[1], "run") == 0))
+    {
         hcp_netns_prefill_early();
+        hcp_early_start(L);
+    }
     createargtable(L, argv, argc, argc);
     lua_settop(L, 0);
 

@@ -149,12 +149,19 @@ struct hcp_netns hcp_netns_take(int root);
 /* A namespace made ahead from the process's start (hcp run): what
  * core.netns_prefill does, and the holder ended at exit if no call took it. */
 void hcp_netns_prefill_early(void);
+/* The early child (early.c): started by `hcp run` and hcpx before their
+ * modules load (root only; HCP_EARLY=0 turns it off), ended unused by
+ * hcp_early_cancel (its socket closed, SIGKILL, reaped later). */
+void hcp_early_start(lua_State *L);
+void hcp_early_cancel(void);
+void hcp_pin_away(pid_t pid);
 /* Gives one back (or closes it when the pool is full). */
 void hcp_netns_give(struct hcp_netns ns, int root);
 /* The namespaces a running child is in: /proc/<pid>/ns/net (and user). */
 struct hcp_netns hcp_netns_of(pid_t pid, int with_user);
 /* core.netns_prefill / core.netns_prefill_cancel (a namespace made ahead). */
 void hcp_register_netns_pool(lua_State *L);
+void hcp_register_early(lua_State *L);
 
 /* ---- the constructed root (rootfs.c) ------------------------------------ */
 
@@ -175,6 +182,20 @@ int hcp_rootfs_prepare_on(lua_State *L, int t, int pin, int with_proc, const str
  * it. -1 with errno, *where the entry that failed (or RF_AT_*). */
 enum { RF_AT_SETUP = -1, RF_AT_FINISH = -2 };
 int hcp_rootfs_build(const struct hcp_rootfs *rf, int *where);
+/* The same in two steps: begin mounts the new root and places every entry
+ * of rf (pivoted into, the old root still open: *root, *old); end places
+ * the entries of rf not marked in `done` (NULL: none left), then seals and
+ * detaches the old root. */
+int hcp_rootfs_begin(const struct hcp_rootfs *rf, int *root, int *old, int *where);
+int hcp_rootfs_end(const struct hcp_rootfs *rf, const unsigned char *done, int root, int old, int *where);
+/* Whether the view p can be finished on the view e built ahead (the early
+ * child, early.c): every entry of e is one of p's, in p's order, with the
+ * same options, and each of p's other entries can be placed after them
+ * (none at or above one of e's, none beneath one of e's that p places
+ * later). 1 with done[i] set for p's entries e built, or 0. At most
+ * HCP_EARLY_MAX entries in p. */
+#define HCP_EARLY_MAX 256
+int hcp_rootfs_extends(const struct hcp_rootfs *e, const struct hcp_rootfs *p, unsigned char *done);
 /* The same on rf->base_fd: the call's binds cloned from the mount namespace
  * we are in, then a copy of the base's, a fresh root taking the base's
  * top-level entries, the call's own entries, pivoted into. */
@@ -238,6 +259,9 @@ int hcp_iso_pidns_mounts(void);   /* in the grandchild, pid 1 */
 /* In pid 1 of the new pid namespace: its pid_max (per namespace since Linux
  * 6.14; the write goes to the writer's namespace, through any proc). */
 int hcp_iso_pid_max(unsigned pid_max);
+/* The same through an fd of /proc/sys/kernel/pid_max opened earlier in the
+ * namespace (the early child: its view hides /proc/sys by then). */
+int hcp_iso_pid_max_fd(int fd, unsigned pid_max);
 int hcp_iso_ipcns(void);
 int hcp_iso_rlimits(const struct hcp_isolation *iso);
 /* run_as without caps: setgroups, setresgid, setresuid (the kernel then

@@ -234,6 +234,13 @@ int hcp_iso_pid_max(unsigned pid_max)
     return write_file("/proc/sys/kernel/pid_max", buf, len);
 }
 
+int hcp_iso_pid_max_fd(int fd, unsigned pid_max)
+{
+    char buf[24];
+    size_t len = fmt_uint(buf, pid_max);
+    return write_all(fd, buf, len);
+}
+
 /* ---- rlimits, capabilities ---------------------------------------------- */
 
 int hcp_iso_rlimits(const struct hcp_isolation *iso)

@@ -23,6 +23,7 @@
  * load, so the namespace is ready when the call spawns (started at the
  * call's first stage, the spawn waited ~0.7 ms for it); one no call takes is
  * ended by the runtime's close, or at exit (atexit). */
+#include <stdlib.h>
 #include "isolation.h"
 #include "spawn.h"
 
@@ -121,6 +122,8 @@ static int prefill(void)
         pthread_mutex_lock(&lock);
         if (pools[1].n == 0 && ahead.pid < 0 && !given_back)
             started = start_ahead() == 0;
+        if (started)
+            hcp_pin_away(ahead.pid);
         pthread_mutex_unlock(&lock);
     }
     return started;

@@ -247,3 +247,16 @@ int hcp_plan_read(char *blob, size_t len, struct hcp_launch *l, struct hcp_isola
     l->iso = iso;
     return 0;
 }
+
+int hcp_plan_fd_slots(struct hcp_launch *l, struct hcp_isolation *iso, int **slots)
+{
+    int n = 0;
+    int *fixed[] = { &l->exe_fd, &l->in_fd, &l->out_fd, &l->err_fd, &l->status_fd, &l->end_fd,
+                     &iso->landlock_fd, &iso->cgroup_fd, &iso->rootfs.base_fd, &iso->netns_fd,
+                     &iso->userns_fd, &iso->egress_fd };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        slots[n++] = fixed[i];
+    for (int i = 0; i < l->ndata && i < HCP_DATA_FDS; i++)
+        slots[n++] = &l->data_fd[i];
+    return n;
+}

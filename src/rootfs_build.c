@@ -475,19 +475,91 @@ static int new_root(int *root, int *old)
 int hcp_rootfs_build(const struct hcp_rootfs *rf, int *where)
 {
     int root, old;
+    if (hcp_rootfs_begin(rf, &root, &old, where) < 0)
+        return -1;
+    return hcp_rootfs_end(rf, NULL, root, old, where);
+}
+
+int hcp_rootfs_begin(const struct hcp_rootfs *rf, int *root, int *old, int *where)
+{
     *where = RF_AT_SETUP;
     /* Nothing we mount may propagate to the host, nor the host's to us. */
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 || new_root(&root, &old) < 0)
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 || new_root(root, old) < 0)
         return -1;
     for (int i = 0; i < rf->n; i++) {
         *where = i;
-        if (place(root, old, rf, &rf->e[i]) < 0)
+        if (place(*root, *old, rf, &rf->e[i]) < 0)
+            return fail_close(*old, *root);
+    }
+    return 0;
+}
+
+int hcp_rootfs_end(const struct hcp_rootfs *rf, const unsigned char *done, int root, int old, int *where)
+{
+    for (int i = 0; done && i < rf->n; i++) {
+        *where = i;
+        if (!done[i] && place(root, old, rf, &rf->e[i]) < 0)
             return fail_close(old, root);
     }
     *where = RF_AT_FINISH;
     if (seal_groups(rf) < 0)
         return fail_close(old, root);
     return finish(rf, root, old);
+}
+
+/* ---- a view begun before its call's plan (the early child) -------------- */
+
+static int same_str(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static int same_ent(const struct hcp_rootfs_ent *a, const struct hcp_rootfs_ent *b)
+{
+    return a->kind == b->kind && a->rw == b->rw && a->isdir == b->isdir && same_str(a->dest, b->dest) &&
+           same_str(a->src, b->src);
+}
+
+/* at or above: `a` is `b` or one of its parents */
+static int at_or_above(const char *a, const char *b)
+{
+    size_t n = strlen(a);
+    if (n == 1 && a[0] == '/')
+        return 1;
+    return strncmp(a, b, n) == 0 && (b[n] == '\0' || b[n] == '/');
+}
+
+int hcp_rootfs_extends(const struct hcp_rootfs *e, const struct hcp_rootfs *p, unsigned char *done)
+{
+    if (e->legacy != p->legacy || strcmp(e->tmp_opts, p->tmp_opts) != 0 || e->base || p->base || e->is_base ||
+        p->is_base || p->n > HCP_EARLY_MAX)
+        return 0;
+    int pos[HCP_EARLY_MAX], j = 0;
+    for (int i = 0; i < p->n; i++)
+        done[i] = 0;
+    /* every entry built ahead is one of the plan's, in the plan's order */
+    for (int i = 0; i < e->n; i++) {
+        while (j < p->n && !same_ent(&e->e[i], &p->e[j]))
+            j++;
+        if (j == p->n)
+            return 0;
+        done[j] = 1;
+        pos[i] = j++;
+    }
+    /* and the plan's own entries go where the plan order puts them: none at
+     * or above one built ahead (it would have gone under it), none beneath
+     * one built ahead that the plan places after it */
+    for (int k = 0; k < p->n; k++) {
+        if (done[k])
+            continue;
+        for (int i = 0; i < e->n; i++) {
+            if (!p->e[k].dest || !e->e[i].dest || at_or_above(p->e[k].dest, e->e[i].dest))
+                return 0;
+            if (at_or_above(e->e[i].dest, p->e[k].dest) && pos[i] > k)
+                return 0;
+        }
+    }
+    return 1;
 }
 
 /* ---- building on a base view (child) ------------------------------------ */

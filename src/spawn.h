@@ -123,6 +123,30 @@ int hcp_plan_write(int fd, const struct hcp_launch *l);
  * *l and *iso, pointers into the blob. 0, or -1 (EINVAL: not a plan). */
 int hcp_plan_read(char *blob, size_t len, struct hcp_launch *l, struct hcp_isolation *iso);
 
+/* The descriptors a plan names, in one fixed order (both ends of the early
+ * child's socket use it: early.c): pointers to them in slots (at least
+ * HCP_PLAN_FDS), their number returned. */
+#define HCP_PLAN_FDS (12 + HCP_DATA_FDS)
+int hcp_plan_fd_slots(struct hcp_launch *l, struct hcp_isolation *iso, int **slots);
+
+/* ---- the early child (early.c, spawn_launch.c, the helper's `early`) ---- */
+
+/* Starts it: a helper, pid 1 of a new pid namespace, that makes an IPC and
+ * a mount namespace and begins the view e->iso->rootfs before any call's
+ * plan exists, then waits on `sock` (its end of a socketpair) for one. Its
+ * report pipe's write end is e->report_fd. Returns its pid, or -1 with *err. */
+pid_t hcp_launch_early(const struct hcp_launch *e, int sock, int *err);
+/* In hcp_launch: the early child takes this launch if it can (its plan and
+ * descriptors sent): its pid, *report the read end of its report pipe; -2
+ * when it cannot (none, or another kind of launch): launch as usual; -1
+ * with *err when sending failed (the early child is ended). */
+pid_t hcp_early_use(const struct hcp_launch *l, int *report, int *err);
+/* Whether launch l suits an early child that began the view `ahead` (both
+ * ends ask: spawn_child.c); done as in hcp_rootfs_extends. */
+int hcp_early_suits(const struct hcp_rootfs *ahead, const struct hcp_launch *l, unsigned char *done);
+/* In the helper: the early child's whole life (spawn_child.c). */
+_Noreturn void hcp_child_early(const struct hcp_launch *e, int sock);
+
 /* The helper's descriptor (O_RDONLY|O_CLOEXEC, looked up once), or -1 when
  * there is none: beside the C module, or ../libexec/ of it; the
  * environment variable HCP_SPAWN_HELPER names another, or "none". */

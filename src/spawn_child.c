@@ -13,7 +13,9 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -285,10 +287,17 @@ static _Noreturn void reaper(pid_t prog, int status, int direct)
 
 /* In pid 1 (or, without a pid namespace, the child itself): the mounts of
  * the new mount namespace: a constructed root, or only our own /proc. */
+/* The early child's view, begun before its plan came (hcp_child_early):
+ * the mounts then only finish it. */
+static struct { int active, root, old, pid_max_fd; const unsigned char *done; } early = { 0, -1, -1, -1, NULL };
+
 static void mounts(const struct hcp_isolation *iso, int pipefd)
 {
     int where;
-    if (iso->layers & ISO_ROOTFS) {
+    if (early.active) {
+        if (hcp_rootfs_end(&iso->rootfs, early.done, early.root, early.old, &where) < 0)
+            hcp_child_fail(pipefd, ST_ROOTFS, where);
+    } else if (iso->layers & ISO_ROOTFS) {
         if ((iso->rootfs.base ? hcp_rootfs_build_on(&iso->rootfs, &where)
                               : hcp_rootfs_build(&iso->rootfs, &where)) < 0)
             hcp_child_fail(pipefd, ST_ROOTFS, where);
@@ -305,8 +314,11 @@ static void init_and_fork(const struct hcp_isolation *iso, int pipefd, int statu
 {
     (void)prctl(PR_SET_NAME, "hcp-init", 0, 0, 0);   /* what `ps` shows; cosmetic */
     /* before anything else runs in the namespace */
-    if (iso->pid_max && hcp_iso_pid_max(iso->pid_max) < 0)
+    if (iso->pid_max && (early.active ? hcp_iso_pid_max_fd(early.pid_max_fd, iso->pid_max)
+                                      : hcp_iso_pid_max(iso->pid_max)) < 0)
         child_fail(pipefd, ST_PIDS_MAX);
+    if (early.pid_max_fd >= 0)
+        close(early.pid_max_fd);
     mounts(iso, pipefd);
     pid_t pid = fork();
     if (pid < 0)
@@ -372,14 +384,10 @@ static void init_direct(const struct hcp_launch *l, int pipefd)
 
 /* ---- the child ---------------------------------------------------------- */
 
-_Noreturn void hcp_child(const struct hcp_launch *l, int pipefd, pid_t parent)
+static void reset_signals(int pipefd)
 {
     struct sigaction sa;
     sigset_t none;
-    const struct hcp_isolation *iso = l->iso;
-    unsigned want = iso->layers;
-    int in = l->in_fd, out = l->out_fd, err = l->err_fd, exe = l->exe_fd;
-    int ruleset = iso->landlock_fd;
 
     /* Handlers make no sense after exec, and ignored signals would be
      * inherited. glibc refuses its own real-time signals (32, 33) with
@@ -395,7 +403,11 @@ _Noreturn void hcp_child(const struct hcp_launch *l, int pipefd, pid_t parent)
     sigemptyset(&none);
     if (sigprocmask(SIG_SETMASK, &none, NULL) < 0)
         child_fail(pipefd, ST_SIGNALS);
+}
 
+/* A process group of our own, and PDEATHSIG. */
+static void own_group(unsigned want, int pipefd, pid_t parent)
+{
     /* A process group whose id is our pid, so the parent can signal
      * everything we start, and for the program a session of its own: no
      * controlling tty (TIOCSTI). With a pid namespace the program gets its
@@ -410,6 +422,17 @@ _Noreturn void hcp_child(const struct hcp_launch *l, int pipefd, pid_t parent)
      * sees no parent: init_direct checks its own way) */
     if (getpid() != 1 && getppid() != parent)
         _exit(127);
+}
+
+static _Noreturn void child_tail(const struct hcp_launch *l, int pipefd);
+
+_Noreturn void hcp_child(const struct hcp_launch *l, int pipefd, pid_t parent)
+{
+    const struct hcp_isolation *iso = l->iso;
+    unsigned want = iso->layers;
+
+    reset_signals(pipefd);
+    own_group(want, pipefd, parent);
 
     /* Privileged steps first: joining a cgroup, namespaces, mounts. */
     if ((want & ISO_CGROUP) && hcp_iso_cgroup_join(iso->cgroup_fd) < 0)
@@ -444,7 +467,16 @@ _Noreturn void hcp_child(const struct hcp_launch *l, int pipefd, pid_t parent)
             child_fail(pipefd, ST_ROOTFS);
         mounts(iso, pipefd);
     }
+    child_tail(l, pipefd);
+}
 
+/* From the namespaces to exec: the descriptors, the drops, the exec. */
+static _Noreturn void child_tail(const struct hcp_launch *l, int pipefd)
+{
+    const struct hcp_isolation *iso = l->iso;
+    unsigned want = iso->layers;
+    int in = l->in_fd, out = l->out_fd, err = l->err_fd, exe = l->exe_fd;
+    int ruleset = iso->landlock_fd;
     int nd = l->ndata, low = 3 + nd;
     if (lift(&pipefd, low) < 0 || lift(&exe, low) < 0 || lift(&ruleset, low) < 0 ||
         lift(&in, 3) < 0 || lift(&out, 3) < 0 || lift(&err, 3) < 0)
@@ -499,3 +531,109 @@ _Noreturn void hcp_child(const struct hcp_launch *l, int pipefd, pid_t parent)
     child_fail(pipefd, ST_EXEC);
 }
 
+
+/* ---- the early child ---------------------------------------------------- */
+
+#define EARLY_FDS (1 + HCP_PLAN_FDS)
+
+/* One message: a byte, the plan's memfd, then the descriptors the plan
+ * names (hcp_plan_fd_slots' order, those >= 0). The count received. */
+static int receive_call(int sock, int *fds)
+{
+    char byte;
+    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int) * EARLY_FDS)]; } ctl;
+    struct iovec iov = { &byte, 1 };
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.buf;
+    msg.msg_controllen = sizeof ctl.buf;
+    ssize_t r;
+    do
+        r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0)
+        _exit(r == 0 ? 0 : 127);   /* EOF: the runtime made no call of this kind */
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    if ((msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) || !c || c->cmsg_level != SOL_SOCKET ||
+        c->cmsg_type != SCM_RIGHTS)
+        return -1;
+    int n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+    memcpy(fds, CMSG_DATA(c), sizeof(int) * (size_t)n);
+    return n;
+}
+
+/* The call's plan, from the memfd received, its descriptors put in place:
+ * 0, or -1 when the message is not one call's plan. */
+static int take_plan(const int *fds, int n, struct hcp_launch *l, struct hcp_isolation *iso)
+{
+    struct stat st;
+    int *slots[HCP_PLAN_FDS];
+    if (n < 1 || fstat(fds[0], &st) < 0 || st.st_size <= 0)
+        return -1;
+    char *blob = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fds[0], 0);
+    close(fds[0]);
+    if (blob == MAP_FAILED || hcp_plan_read(blob, (size_t)st.st_size, l, iso) < 0)
+        return -1;
+    int ns = hcp_plan_fd_slots(l, iso, slots), k = 1;
+    for (int i = 0; i < ns; i++)
+        if (*slots[i] >= 0) {
+            if (k == n)
+                return -1;
+            *slots[i] = fds[k++];
+        }
+    return k == n ? 0 : -1;
+}
+
+/* What the early child did ahead suits this plan: a pid namespace of which
+ * it is init (direct: the report on status_fd), its IPC namespace, its view
+ * begun; nothing it would have had to do before them (a cgroup to join, a
+ * user namespace, a stage). The runtime checked the same (early.c). */
+int hcp_early_suits(const struct hcp_rootfs *ahead, const struct hcp_launch *l, unsigned char *done)
+{
+    const struct hcp_isolation *iso = l->iso;
+    unsigned need = ISO_ROOTFS | ISO_PIDNS | ISO_IPCNS;
+    return (iso->layers & need) == need && !(iso->layers & (ISO_CGROUP | ISO_STAGE)) && !iso->userns &&
+           iso->userns_fd < 0 && l->status_fd >= 0 && hcp_rootfs_extends(ahead, &iso->rootfs, done);
+}
+
+_Noreturn void hcp_child_early(const struct hcp_launch *e, int sock)
+{
+    static struct hcp_launch l;
+    static struct hcp_isolation iso;
+    static unsigned char done[HCP_EARLY_MAX];
+    int pipefd = e->report_fd, where, fds[EARLY_FDS];
+
+    reset_signals(pipefd);
+    own_group(ISO_PIDNS, pipefd, e->parent);
+    (void)prctl(PR_SET_NAME, "hcp-init", 0, 0, 0);
+    /* pid_max is written once the plan says how much; by then the view
+     * hides /proc/sys */
+    early.pid_max_fd = open("/proc/sys/kernel/pid_max", O_WRONLY | O_CLOEXEC);
+    if (hcp_iso_ipcns() < 0)
+        child_fail(pipefd, ST_IPCNS);
+    if (unshare(CLONE_NEWNS) < 0)
+        child_fail(pipefd, ST_PIDNS);
+    if (hcp_rootfs_begin(&e->iso->rootfs, &early.root, &early.old, &where) < 0)
+        hcp_child_fail(pipefd, ST_ROOTFS, where);
+
+    int n = receive_call(sock, fds);
+    close(sock);
+    if (n < 0 || take_plan(fds, n, &l, &iso) < 0) {
+        errno = EINVAL;
+        child_fail(pipefd, ST_HELPER);
+    }
+    if (!hcp_early_suits(&e->iso->rootfs, &l, done)) {
+        errno = ESTALE;
+        child_fail(pipefd, ST_HELPER);
+    }
+    early.active = 1;
+    early.done = done;
+    if ((iso.layers & ISO_NETNS) && hcp_iso_netns(&iso) < 0)
+        child_fail(pipefd, ST_NETNS);
+    if ((iso.layers & ISO_EGRESS) && hcp_egress_listen(iso.egress_fd) < 0)
+        child_fail(pipefd, ST_EGRESS);
+    init_direct(&l, pipefd);    /* from here on: the program, pid 2 */
+    child_tail(&l, pipefd);
+}

@@ -150,7 +150,7 @@ static int direct_main(void *arg)
 #define MAX_KEEP (16 + HCP_DATA_FDS)
 struct stub {
     int helper, pipefd, nkeep, keep[MAX_KEEP];
-    char *argv[3], *envp[1];
+    char *argv[5], *envp[1];
 };
 
 static int stub_main(void *arg)
@@ -193,7 +193,7 @@ static pid_t via_helper(const struct hcp_launch *l, int helper, int pipefd, pid_
     }
     snprintf(fdarg, sizeof fdarg, "%d", plan);
     const struct hcp_isolation *iso = l->iso;
-    struct stub s = { helper, pipefd, 0, { 0 }, { "hcp-spawn", fdarg, NULL }, { NULL } };
+    struct stub s = { helper, pipefd, 0, { 0 }, { "hcp-spawn", fdarg, NULL, NULL, NULL }, { NULL } };
     int keep[] = { plan, pipefd, l->exe_fd, l->in_fd, l->out_fd, l->err_fd,
                    iso->landlock_fd, iso->cgroup_fd, iso->rootfs.base ? iso->rootfs.base_fd : -1,
                    iso->netns_fd, iso->userns_fd, l->status_fd, l->end_fd, iso->egress_fd };
@@ -208,21 +208,55 @@ static pid_t via_helper(const struct hcp_launch *l, int helper, int pipefd, pid_
     return pid;
 }
 
+pid_t hcp_launch_early(const struct hcp_launch *e, int sock, int *err)
+{
+    char fdarg[16], sockarg[16];
+    int helper = hcp_helper_fd();
+    if (helper < 0)
+        return *err = ENOENT, -1;
+    int plan = memfd_create("hcp-plan", MFD_CLOEXEC);
+    if (plan < 0 || hcp_plan_write(plan, e) < 0) {
+        *err = errno;
+        if (plan >= 0)
+            close(plan);
+        return -1;
+    }
+    snprintf(fdarg, sizeof fdarg, "%d", plan);
+    snprintf(sockarg, sizeof sockarg, "%d", sock);
+    struct stub s = { helper, e->report_fd, 3, { plan, e->report_fd, sock },
+                      { "hcp-spawn", "early", fdarg, sockarg, NULL }, { NULL } };
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t pid = clone_vm(stub_main, &s, CLONE_NEWPID);
+    *err = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    close(plan);
+    return pid;
+}
+
 static void reap(pid_t pid)
 {
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
         ;
 }
 
+static pid_t wait_report(pid_t pid, int r, int *report, int *err, const char **step, int *arg);
+
 pid_t hcp_launch(const struct hcp_launch *l, int *report, int *err, const char **step, int *arg)
 {
     int p[2];
     sigset_t all, old;
-    struct hcp_child_err ce;
-    size_t got = 0;
 
     *step = "pipe";
     *arg = -1;
+    pid_t early = hcp_early_use(l, &p[0], err);
+    if (early == -1) {
+        *step = "early child";
+        return -1;
+    }
+    if (early > 0)
+        return wait_report(early, p[0], report, err, step, arg);
     if (pipe2(p, O_CLOEXEC) < 0)
         return *err = errno, -1;
     int helper = l->iso->layers ? hcp_helper_fd() : -1;
@@ -249,6 +283,16 @@ pid_t hcp_launch(const struct hcp_launch *l, int *report, int *err, const char *
         *step = "fork";
         return *err = fork_err, -1;
     }
+    return wait_report(pid, p[0], report, err, step, arg);
+}
+
+/* The exec report of child pid on the read end r: returned at once when the
+ * caller reads it (report), else read here. */
+static pid_t wait_report(pid_t pid, int r, int *report, int *err, const char **step, int *arg)
+{
+    int p[1] = { r };
+    struct hcp_child_err ce;
+    size_t got = 0;
     if (report) {   /* asynchronous: the caller reads the report as it comes */
         int fl = fcntl(p[0], F_GETFL);
         (void)fcntl(p[0], F_SETFL, fl | O_NONBLOCK);

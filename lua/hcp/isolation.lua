@@ -39,15 +39,9 @@ M.DEFAULT_RUN_AS = { uid = 65534, gid = 65534 }
 -- What a dynamically linked program needs to read: the system directories,
 -- and from /etc only the files the C library and common tools read (all of
 -- /etc would include secrets that root owns).
-M.SYSTEM_READ = {
-  "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt",
-  "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/timezone",
-  "/etc/nsswitch.conf", "/etc/passwd", "/etc/group", "/etc/hosts", "/etc/host.conf", "/etc/resolv.conf",
-  "/etc/gai.conf", "/etc/protocols", "/etc/services", "/etc/ssl", "/etc/ca-certificates",
-  "/etc/alternatives", "/etc/magic", "/etc/magic.mime", "/etc/mime.types", "/etc/xml", "/etc/sgml",
-  "/etc/terminfo", "/etc/inputrc", "/etc/locale.alias", "/etc/papersize",
-  "/sys/devices/system/cpu",
-}
+-- The list lives in the C core (src/early.c), which begins a call's view
+-- with it before any of this Lua has loaded (`hcp run`'s early child).
+M.SYSTEM_READ = core.SYSTEM_READ
 -- Device files every program may use as files.
 M.DEVICES = { "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom" }
 

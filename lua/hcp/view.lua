@@ -13,7 +13,7 @@
 local M = {}
 
 -- Size of the private /tmp and /dev/shm (tmpfs, counted against memory).
-M.TMP_MB = 64
+M.TMP_MB = require("hcp.core").VIEW_TMP_MB
 
 -- bubblewrap refuses more than 9000 arguments, its own options included
 -- (--args does not help: what it reads counts too).

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -58,7 +59,12 @@ int main(int argc, char **argv)
     if (argc == 2 && argv[1][0] == 'h' && argv[1][1] == 'o' && argv[1][2] == 'l' && argv[1][3] == 'd' &&
         argv[1][4] == '\0')
         return hold();
-    int fd = argc == 2 ? parse_fd(argv[1]) : -1;
+    /* `hcp-spawn early FD SOCK`: the early child (spawn.h) */
+    int early = argc == 4 && argv[1][0] == 'e' && strcmp(argv[1], "early") == 0;
+    int sock = early ? parse_fd(argv[3]) : -1;
+    if (early && sock < 0)
+        return 126;
+    int fd = argc == 2 || early ? parse_fd(argv[early ? 2 : 1]) : -1;
     if (fd < 0 || fstat(fd, &st) < 0 || st.st_size <= 0)
         return 126;
     char *blob = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
@@ -66,6 +72,11 @@ int main(int argc, char **argv)
     if (blob == MAP_FAILED || hcp_plan_read(blob, (size_t)st.st_size, &l, &iso) < 0)
         return 126;
     int pipefd = l.report_fd;
+    if (early) {
+        cloexec(pipefd);
+        cloexec(sock);
+        hcp_child_early(&l, sock);
+    }
     int keep[] = { pipefd, l.exe_fd, l.in_fd, l.out_fd, l.err_fd, iso.landlock_fd, iso.cgroup_fd,
                    iso.rootfs.base ? iso.rootfs.base_fd : -1, iso.netns_fd, iso.userns_fd, l.status_fd,
                    l.end_fd, iso.egress_fd };

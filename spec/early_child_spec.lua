@@ -1,0 +1,117 @@
+-- spec/early_child_spec.lua — `hcp run`'s early child (src/early.c, issue
+-- 12): started at the process's first instruction, pid 1 of a pid namespace
+-- of its own, it makes the IPC and mount namespaces and begins the view with
+-- the system paths while the modules load, then takes the call's plan and
+-- descriptors over a socketpair. What must hold: the call it runs is the one
+-- a fresh child would run (the same view, the same descriptors, the same
+-- CPUs), a call it does not suit runs as before, and nothing is left when no
+-- call takes it.
+local core = require("hcp.core")
+local S = require("spec.support")
+
+local q = S.q
+
+local probe = core.probe()
+local HAS = core.geteuid() == 0 and probe.pidns and probe.pidns.available and probe.rootfs
+  and probe.rootfs.available and core.kind(S.BUILD .. "/libexec/hcp-spawn") ~= nil
+local WHY = "the early child needs root, pid namespaces, a constructed root and the spawn helper"
+
+-- A pack that runs /bin/sh, the script on its stdin (an argument naming a
+-- host path would be refused, rightly).
+local function sh_pack()
+  local dir, parent = S.pack(S.manifest("shx", "/bin/sh"))
+  return parent, dir
+end
+
+local function run(parent, script, env, opts)
+  local input = S.write(S.tmpdir("early-") .. "/script.sh", script .. "\n")
+  return S.sh(string.format("cd / && env %s %s run %s --pack-dir %s shx < %s 2>&1", env or "", q(S.HCP), opts or "",
+    q(parent), q(input)))
+end
+
+-- The helpers of `hcp run` started early and never given a call.
+local function early_children()
+  local out = {}
+  for _, pid in ipairs(core.listdir("/proc") or {}) do
+    if pid:match("^%d+$") then
+      local f = io.open("/proc/" .. pid .. "/cmdline", "rb")
+      local cmd = f and f:read("a") or ""
+      if f then f:close() end
+      if cmd:match("^hcp%-spawn%zearly%z") then out[#out + 1] = pid end
+    end
+  end
+  return out
+end
+
+local function none_left()
+  return assert(S.wait_until(function() return #early_children() == 0 end, 10, "no early child left"))
+end
+
+describe("the early child of hcp run", function()
+  it("runs the call: the program's pid 1 is the helper started early", function()
+    if not HAS then pending(WHY) return end
+    local parent = sh_pack()
+    local out = run(parent, "tr '\\0' ' ' < /proc/1/cmdline")
+    assert.matches("^hcp%-spawn early %d+ %d+ $", out)
+    -- and with HCP_EARLY=0 the call's own helper is pid 1, as before
+    assert.matches("^hcp%-spawn %d+ $", run(parent, "tr '\\0' ' ' < /proc/1/cmdline", "HCP_EARLY=0"))
+  end)
+
+  it("gives the program the same view as a fresh child: the same mounts with the same options, /tmp and /proc", function()
+    if not HAS then pending(WHY) return end
+    local parent = sh_pack()
+    -- mount point, options, fs type and source of each mount (sorted: the
+    -- early child mounts the call's own paths after the system's), the
+    -- call's private directory named alike; what / and /tmp show
+    local script = "(cut -d' ' -f5,6,9- /proc/self/mountinfo | sort; ls -1A / /tmp; df -k /tmp | tail -1;"
+      .. " ls /proc/self/ns) 2>&1 | sed 's,/call-[^ ]*,/call-X,; s,hcp-rt-[^/ ]*,hcp-rt-X,'"
+    local early, fresh = run(parent, script), run(parent, script, "HCP_EARLY=0")
+    assert.matches("\n/usr ro,", early)
+    assert.matches("\n/tmp/hcp%-rt%-X/call%-X rw,", early)
+    assert.matches("\n/proc/sys ro,", early)
+    assert.equals(fresh, early)
+  end)
+
+  it("gives the program the same descriptors as a fresh child: no socket, nothing of the helper's", function()
+    if not HAS then pending(WHY) return end
+    local parent = sh_pack()
+    local script = "for f in /proc/self/fd/*; do printf '%s ' \"${f##*/}\"; done; echo; ls -l /proc/self/fd | grep -c socket"
+    local early, fresh = run(parent, script), run(parent, script, "HCP_EARLY=0")
+    assert.equals(fresh, early)
+    assert.matches("\n0\n$", early)
+  end)
+
+  it("gives the program every CPU the runtime may use, though the helper ran on the others while it waited", function()
+    if not HAS then pending(WHY) return end
+    local mine = S.sh("grep Cpus_allowed_list /proc/self/status")
+    if S.sh("nproc"):match("^1\n") then pending("one CPU: the early child is not moved") return end
+    local parent = sh_pack()
+    assert.equals(mine, run(parent, "grep Cpus_allowed_list /proc/self/status"))
+    assert.equals(mine, run(parent, "grep Cpus_allowed_list /proc/1/status"))
+  end)
+
+  it("is ended when no call comes: a pack that does not exist, a refused argument", function()
+    if not HAS then pending(WHY) return end
+    none_left()
+    local parent = sh_pack()
+    local out = S.sh(string.format("%s run --pack-dir %s no-such-pack 2>&1; echo rc=$?", q(S.HCP), q(parent)))
+    assert.matches("rc=[1-9]", out)
+    none_left()
+    out = S.sh(string.format("%s run --pack-dir %s shx /etc/shadow 2>&1; echo rc=$?", q(S.HCP), q(parent)))
+    assert.matches("rc=[1-9]", out)
+    none_left()
+  end)
+
+  it("is not used for a call it does not suit (no constructed root): that call runs as before, and it is ended",
+    function()
+      if not HAS then pending(WHY) return end
+      local parent = sh_pack()
+      local config = S.write(S.tmpdir("early-") .. "/c.lua", 'return { isolation = "minimal" }')
+      local out = run(parent, "test -e /proc/1/cmdline && tr '\\0' ' ' < /proc/1/cmdline; echo; ls /; echo rc=$?", nil,
+        "--config " .. q(config))
+      assert.matches("rc=0", out)
+      assert.not_matches("hcp%-spawn early", out)
+      assert.matches("\nhome\n", out) -- the host's root: no view was built
+      none_left()
+    end)
+end)
