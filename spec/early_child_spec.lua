@@ -18,8 +18,8 @@ local WHY = "the early child needs root, pid namespaces, a constructed root and 
 
 -- A pack that runs /bin/sh, the script on its stdin (an argument naming a
 -- host path would be refused, rightly).
-local function sh_pack()
-  local dir, parent = S.pack(S.manifest("shx", "/bin/sh"))
+local function sh_pack(wrap)
+  local dir, parent = S.pack(S.manifest("shx", "/bin/sh", wrap and { wrap = wrap }))
   return parent, dir
 end
 
@@ -114,4 +114,68 @@ describe("the early child of hcp run", function()
       assert.matches("\nhome\n", out) -- the host's root: no view was built
       none_left()
     end)
+
+  it("sets the call's pid_max in its own namespace, through the descriptor opened before the view hid /proc/sys",
+    function()
+      if not HAS then pending(WHY) return end
+      if not probe.pidns.pid_max then pending("no per-namespace pid_max on this kernel") return end
+      local host = S.read("/proc/sys/kernel/pid_max")
+      local parent = sh_pack({ limits = { procs = 400 } })
+      local script = "cat /proc/sys/kernel/pid_max; tr '\\0' ' ' < /proc/1/cmdline; echo"
+      local early, fresh = run(parent, script), run(parent, script, "HCP_EARLY=0")
+      local bound = early:match("^(%d+)\nhcp%-spawn early ")
+      assert(bound and tonumber(bound) >= 400 and tonumber(bound) <= 401, early)
+      assert.equals(bound .. "\n", fresh:match("^%d+\n"))
+      assert.matches("^%d+\nhcp%-spawn %d+ \n$", fresh)
+      assert.not_equals(host, bound .. "\n")
+      assert.equals(host, S.read("/proc/sys/kernel/pid_max"))
+    end)
+
+  it("is not used for a call whose processes are bounded by a cgroup (joined before any namespace)", function()
+    if not HAS then pending(WHY) return end
+    local parent = sh_pack({ limits = { procs = 20 } })
+    local out = run(parent, "tr '\\0' ' ' < /proc/1/cmdline; echo; echo rc=$?")
+    assert.matches("rc=0", out)
+    assert.not_matches("early", out)
+    none_left()
+  end)
+
+  it("ends with the runtime that started it, while it still waits for a plan", function()
+    if not HAS then pending(WHY) return end
+    none_left()
+    local dir = S.tmpdir("early-")
+    local fifo = dir .. "/hold"
+    S.must_sh("mkfifo " .. q(fifo))
+    -- the config file runs before the runtime: it blocks on the FIFO
+    local config = S.write(dir .. "/c.lua", string.format("io.open(%q):read('a') return {}", fifo))
+    local parent = sh_pack()
+    local pidfile = dir .. "/pid"
+    S.must_sh(string.format("cd / && { %s run --config %s --pack-dir %s shx < /dev/null > /dev/null 2>&1 & echo $! > %s; }",
+      q(S.HCP), q(config), q(parent), q(pidfile)))
+    local pid = assert(tonumber(S.read(pidfile)))
+    assert(S.wait_until(function() return #early_children() == 1 end, 10, "the early child"))
+    S.must_sh("kill -KILL " .. pid)
+    none_left()
+  end)
+
+  it("is killed with its call at the call's timeout, with every process of the call", function()
+    if not HAS then pending(WHY) return end
+    local parent = sh_pack({ timeout_ms = 300 })
+    local input = S.write(S.tmpdir("early-") .. "/script.sh", "sleep 31.25 & exec sleep 31.5\n")
+    local out = S.sh(string.format("cd / && %s run --pack-dir %s shx < %s 2>&1; echo rc=$?", q(S.HCP), q(parent),
+      q(input)))
+    assert.matches("rc=143\n$", out) -- ended by SIGTERM at the timeout
+    assert(S.wait_until(function() return #S.pids_of({ "sleep", "31.25" }) + #S.pids_of({ "sleep", "31.5" }) == 0 end,
+      10, "the call's processes gone"))
+    none_left()
+  end)
+end)
+
+describe("hcp run as a user who is not root", function()
+  it("starts no early child: the call's own helper builds the view", function()
+    if core.geteuid() == 0 then pending("runs as root: the cases above cover the early child") return end
+    if not (probe.pidns and probe.pidns.available) then pending("no pid namespaces") return end
+    local parent = sh_pack()
+    assert.not_matches("early", run(parent, "tr '\\0' ' ' < /proc/1/cmdline; echo"))
+  end)
 end)

@@ -39,6 +39,7 @@ static const char *const system_read[] = {
     "/sys/devices/system/cpu", NULL,
 };
 #define EARLY_TMP_MB 64   /* core.VIEW_TMP_MB */
+_Static_assert(1 + HCP_PLAN_FDS <= HCP_SEND_FDS_MAX, "a plan's descriptors fit one message");
 
 static struct {
     pid_t pid;
@@ -165,31 +166,14 @@ static int send_launch(const struct hcp_launch *l)
     for (int i = 0; i < ns; i++)
         if (*slots[i] >= 0)
             fds[n++] = *slots[i];
-    char byte = 'p';
-    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof fds)]; } ctl;
-    struct iovec iov = { &byte, 1 };
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    memset(&ctl, 0, sizeof ctl);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = ctl.buf;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
-    memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
-    ssize_t r;
-    do
-        r = sendmsg(early.sock, &msg, MSG_NOSIGNAL);
-    while (r < 0 && errno == EINTR);
+    int r = hcp_send_fds(early.sock, 'p', fds, n);
     int e = errno;
     close(plan);
-    return r == 1 ? 0 : (errno = r < 0 ? e : EIO, -1);
+    errno = e;
+    return r;
 }
 
-pid_t hcp_early_use(const struct hcp_launch *l, int *report, int *err)
+pid_t hcp_early_use(const struct hcp_launch *l, int *report)
 {
     static unsigned char done[HCP_EARLY_MAX];
     if (early.pid <= 0 || !hcp_early_suits(&early.iso.rootfs, l, done))
@@ -200,15 +184,11 @@ pid_t hcp_early_use(const struct hcp_launch *l, int *report, int *err)
         hcp_early_cancel();
         return -2;
     }
-    if (early.pinned && sched_setaffinity(early.pid, sizeof early.mask, &early.mask) < 0) {
-        *err = errno;
+    /* Nothing of the call has started when either fails (a seqpacket
+     * message arrives whole or not at all): it is launched as usual. */
+    if ((early.pinned && sched_setaffinity(early.pid, sizeof early.mask, &early.mask) < 0) || send_launch(l) < 0) {
         hcp_early_cancel();
-        return -1;
-    }
-    if (send_launch(l) < 0) {
-        *err = errno;
-        hcp_early_cancel();
-        return -1;
+        return -2;
     }
     pid_t pid = early.pid;
     close(early.sock);

@@ -76,30 +76,12 @@ int hcp_egress_listen(int sock)
         n++;
     else if (errno != EAFNOSUPPORT && errno != EADDRNOTAVAIL)
         return -1;
-    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof fds)]; } ctl;
-    memset(&ctl, 0, sizeof ctl);
-    char byte = 'L';
-    struct iovec iov = { &byte, 1 };
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = ctl.buf;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
-    memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
-    ssize_t r;
-    do
-        r = sendmsg(sock, &msg, MSG_NOSIGNAL);
-    while (r < 0 && errno == EINTR);
+    int r = hcp_send_fds(sock, 'L', fds, n);
     int e = errno;
     for (int i = 0; i < n; i++)
         close(fds[i]);
     errno = e;
-    return r == 1 ? 0 : -1;
+    return r;
 }
 
 int hcp_egress_receive(int sock, int *fds, int max)

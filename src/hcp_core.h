@@ -45,6 +45,10 @@ int hcp_path_contains(const char *base, const char *path);
  * could not be read — or -1 (buf "") when it could not be opened.
  * pathutil.c; no allocation, no stdio: a child may call it. */
 ssize_t hcp_read_small(const char *path, char *buf, size_t size);
+/* Sends one byte with n descriptors (1..HCP_SEND_FDS_MAX) as one message
+ * on a unix socket: 0, or -1 with errno. pathutil.c; no allocation. */
+#define HCP_SEND_FDS_MAX 24
+int hcp_send_fds(int sock, char byte, const int *fds, int n);
 
 /* Push nil, "<prefix>: <strerror(err)>", err and return 3 (paths.c).
  * err is passed in because errno must be saved before any Lua call. */

@@ -1,5 +1,6 @@
 /* pathutil.c — the path helpers that need no Lua: openat2 with retries,
- * lexical normalisation and containment, and reading a small file whole.
+ * lexical normalisation and containment, reading a small file whole, and
+ * passing descriptors over a unix socket.
  * Shared by the C module and the spawn helper (build/libexec/hcp-spawn),
  * which links no Lua and no libc. */
 #include "hcp_core.h"
@@ -7,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -113,4 +115,29 @@ ssize_t hcp_read_small(const char *path, char *buf, size_t size)
         n = 0;
     buf[n] = '\0';
     return n;
+}
+
+int hcp_send_fds(int sock, char byte, const int *fds, int n)
+{
+    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int) * HCP_SEND_FDS_MAX)]; } ctl;
+    struct iovec iov = { &byte, 1 };
+    struct msghdr msg;
+    if (n < 1 || n > HCP_SEND_FDS_MAX)
+        return errno = EINVAL, -1;
+    memset(&ctl, 0, sizeof ctl);
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.buf;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+    memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
+    ssize_t r;
+    do
+        r = sendmsg(sock, &msg, MSG_NOSIGNAL);
+    while (r < 0 && errno == EINTR);
+    return r == 1 ? 0 : (r >= 0 ? (errno = EIO, -1) : -1);
 }

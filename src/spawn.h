@@ -138,9 +138,9 @@ int hcp_plan_fd_slots(struct hcp_launch *l, struct hcp_isolation *iso, int **slo
 pid_t hcp_launch_early(const struct hcp_launch *e, int sock, int *err);
 /* In hcp_launch: the early child takes this launch if it can (its plan and
  * descriptors sent): its pid, *report the read end of its report pipe; -2
- * when it cannot (none, or another kind of launch): launch as usual; -1
- * with *err when sending failed (the early child is ended). */
-pid_t hcp_early_use(const struct hcp_launch *l, int *report, int *err);
+ * when it cannot: none, another kind of launch, or it failed or could not
+ * be sent the plan (then it is ended): launch as usual. */
+pid_t hcp_early_use(const struct hcp_launch *l, int *report);
 /* Whether launch l suits an early child that began the view `ahead` (both
  * ends ask: spawn_child.c); done as in hcp_rootfs_extends. */
 int hcp_early_suits(const struct hcp_rootfs *ahead, const struct hcp_launch *l, unsigned char *done);

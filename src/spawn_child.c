@@ -285,12 +285,12 @@ static _Noreturn void reaper(pid_t prog, int status, int direct)
     }
 }
 
-/* In pid 1 (or, without a pid namespace, the child itself): the mounts of
- * the new mount namespace: a constructed root, or only our own /proc. */
 /* The early child's view, begun before its plan came (hcp_child_early):
  * the mounts then only finish it. */
 static struct { int active, root, old, pid_max_fd; const unsigned char *done; } early = { 0, -1, -1, -1, NULL };
 
+/* In pid 1 (or, without a pid namespace, the child itself): the mounts of
+ * the new mount namespace: a constructed root, or only our own /proc. */
 static void mounts(const struct hcp_isolation *iso, int pipefd)
 {
     int where;

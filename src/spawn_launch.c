@@ -250,11 +250,7 @@ pid_t hcp_launch(const struct hcp_launch *l, int *report, int *err, const char *
 
     *step = "pipe";
     *arg = -1;
-    pid_t early = hcp_early_use(l, &p[0], err);
-    if (early == -1) {
-        *step = "early child";
-        return -1;
-    }
+    pid_t early = hcp_early_use(l, &p[0]);
     if (early > 0)
         return wait_report(early, p[0], report, err, step, arg);
     if (pipe2(p, O_CLOEXEC) < 0)

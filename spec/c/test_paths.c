@@ -3,8 +3,11 @@
  * hcp_path_normalize and hcp_path_contains directly (table-driven), then
  * core.resolve_beneath's realpath fallback, which a kernel with openat2
  * never takes: a child process makes openat2 fail with ENOSYS through a
- * seccomp filter and runs the same refusals as the openat2 path. */
+ * seccomp filter and runs the same refusals as the openat2 path. Last,
+ * hcp_rootfs_extends: when the early child's view, begun before its call's
+ * plan, may be finished with that plan (src/early.c). */
 #include "hcp_core.h"
+#include "isolation.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -319,12 +322,103 @@ static void test_beneath(void)
     }
 }
 
+
+/* ---- hcp_rootfs_extends ------------------------------------------------- */
+
+#define ENT(d, s, k, rw, dir) { d, s, k, rw, dir, 0 }
+
+static struct hcp_rootfs view_of(struct hcp_rootfs_ent *e, int n)
+{
+    struct hcp_rootfs rf;
+    memset(&rf, 0, sizeof rf);
+    rf.n = n;
+    rf.e = e;
+    rf.base_fd = -1;
+    strcpy(rf.tmp_opts, "mode=1777,size=67108864");
+    return rf;
+}
+
+static void test_extends(void)
+{
+    unsigned char done[HCP_EARLY_MAX];
+    struct hcp_rootfs_ent ahead[] = {
+        ENT("/dev", NULL, RF_DEV, 0, 1), ENT("/etc/passwd", "/etc/passwd", RF_BIND, 0, 0),
+        ENT("/tmp", NULL, RF_TMP, 0, 1), ENT("/usr", "/usr", RF_BIND, 0, 1),
+    };
+    struct hcp_rootfs e = view_of(ahead, 4);
+    /* the call's own paths after the system's, beneath /tmp and /usr */
+    struct hcp_rootfs_ent call[] = {
+        ENT("/dev", NULL, RF_DEV, 0, 1), ENT("/etc/passwd", "/etc/passwd", RF_BIND, 0, 0),
+        ENT("/tmp", NULL, RF_TMP, 0, 1), ENT("/tmp/jail", "/tmp/jail", RF_BIND, 1, 1),
+        ENT("/usr", "/usr", RF_BIND, 0, 1), ENT("/usr/local/pack", "/usr/local/pack", RF_BIND, 0, 1),
+    };
+    struct hcp_rootfs p = view_of(call, 6);
+    CHECK(hcp_rootfs_extends(&e, &p, done) == 1, "a call's view over the system's\n");
+    CHECK(done[0] && done[1] && done[2] && !done[3] && done[4] && !done[5], "done marks the entries begun\n");
+    CHECK(hcp_rootfs_extends(&e, &e, done) == 1 && done[0] && done[3], "the same view\n");
+
+    struct hcp_rootfs_ent c2[6];
+    memcpy(c2, call, sizeof call);
+    c2[1].src = "/run/passwd";   /* a link that changed since */
+    p = view_of(c2, 6);
+    CHECK(hcp_rootfs_extends(&e, &p, done) == 0, "another source\n");
+    memcpy(c2, call, sizeof call);
+    c2[4].rw = 1;
+    p = view_of(c2, 6);
+    CHECK(hcp_rootfs_extends(&e, &p, done) == 0, "read-write where begun read-only\n");
+    memcpy(c2, call, sizeof call);
+    c2[0].kind = RF_BIND;
+    c2[0].src = "/dev";
+    p = view_of(c2, 6);
+    CHECK(hcp_rootfs_extends(&e, &p, done) == 0, "another kind\n");
+    p = view_of(call + 1, 5);   /* no /dev */
+    CHECK(hcp_rootfs_extends(&e, &p, done) == 0, "an entry begun is not the plan's\n");
+
+    /* order: the plan's own entries at or above one begun, or beneath one
+     * begun that the plan places later */
+    struct hcp_rootfs_ent c3[] = {
+        ENT("/", "/", RF_BIND, 0, 1), ENT("/dev", NULL, RF_DEV, 0, 1),
+        ENT("/etc/passwd", "/etc/passwd", RF_BIND, 0, 0), ENT("/tmp", NULL, RF_TMP, 0, 1),
+        ENT("/usr", "/usr", RF_BIND, 0, 1),
+    };
+    p = view_of(c3, 5);
+    CHECK(hcp_rootfs_extends(&e, &p, done) == 0, "/ above everything begun\n");
+    c3[0].dest = c3[0].src = "/etc";
+    CHECK(hcp_rootfs_extends(&e, &p, done) == 0, "/etc above /etc/passwd\n");
+    c3[0].dest = c3[0].src = "/usr";
+    CHECK(hcp_rootfs_extends(&e, &p, done) == 0, "/usr twice, the plan's own first\n");
+    c3[0].dest = c3[0].src = "/usr/lib/x";
+    CHECK(hcp_rootfs_extends(&e, &p, done) == 0, "beneath /usr, placed before it\n");
+    c3[0].dest = c3[0].src = "/usrx";
+    CHECK(hcp_rootfs_extends(&e, &p, done) == 1, "/usrx is not beneath /usr\n");
+    struct hcp_rootfs_ent swapped[] = { ahead[0], ahead[2], ahead[1], ahead[3] };
+    p = view_of(swapped, 4);
+    CHECK(hcp_rootfs_extends(&e, &p, done) == 0, "begun in another order\n");
+
+    /* options of the whole view */
+    p = view_of(call, 6);
+    strcpy(p.tmp_opts, "mode=1777,size=1048576");
+    CHECK(hcp_rootfs_extends(&e, &p, done) == 0, "another /tmp\n");
+    p = view_of(call, 6);
+    p.legacy = 1;
+    CHECK(hcp_rootfs_extends(&e, &p, done) == 0, "the legacy way\n");
+    p = view_of(call, 6);
+    p.is_base = 1;
+    CHECK(hcp_rootfs_extends(&e, &p, done) == 0, "a base view\n");
+    p = view_of(call, 6);
+    p.n = HCP_EARLY_MAX + 1;
+    CHECK(hcp_rootfs_extends(&e, &p, done) == 0, "too many entries\n");
+    p = view_of(call, 6);
+    CHECK(hcp_rootfs_extends(&e, &p, done) == 1, "and back\n");
+}
+
 int main(void)
 {
     test_normalize();
     test_normalize_sizes();
     test_contains();
     test_beneath();
+    test_extends();
     printf("test_paths: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
