@@ -86,36 +86,11 @@ int hcp_egress_listen(int sock)
 
 int hcp_egress_receive(int sock, int *fds, int max)
 {
-    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int) * 4)]; } ctl;
     char byte;
-    struct iovec iov = { &byte, 1 };
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = ctl.buf;
-    msg.msg_controllen = sizeof ctl.buf;
-    ssize_t r;
-    do
-        r = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    while (r < 0 && errno == EINTR);
-    if (r < 0)
-        return errno == EAGAIN ? (errno = EPROTO, -1) : -1;
-    int n = 0;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-            continue;
-        int got = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-        int tmp[4];
-        memcpy(tmp, CMSG_DATA(c), sizeof(int) * (size_t)(got > 4 ? 4 : got));
-        for (int i = 0; i < got && i < 4; i++) {
-            if (n < max)
-                fds[n++] = tmp[i];
-            else
-                close(tmp[i]);
-        }
-    }
-    if (r != 1 || byte != 'L' || (msg.msg_flags & MSG_CTRUNC) || n == 0) {
+    int n = hcp_recv_fds(sock, MSG_DONTWAIT, &byte, fds, max);
+    if (n == -1 && errno != EAGAIN && errno != EMSGSIZE)
+        return -1;
+    if (n <= 0 || byte != 'L') {
         for (int i = 0; i < n; i++)
             close(fds[i]);
         errno = EPROTO;

@@ -49,6 +49,10 @@ ssize_t hcp_read_small(const char *path, char *buf, size_t size);
  * on a unix socket: 0, or -1 with errno. pathutil.c; no allocation. */
 #define HCP_SEND_FDS_MAX 24
 int hcp_send_fds(int sock, char byte, const int *fds, int n);
+/* Receives one such message (flags for recvmsg; descriptors close-on-exec):
+ * the number of descriptors (0..max) with *byte set, -2 at EOF, or -1 with
+ * errno (EMSGSIZE: more than max came, none is kept). pathutil.c. */
+int hcp_recv_fds(int sock, int flags, char *byte, int *fds, int max);
 
 /* Push nil, "<prefix>: <strerror(err)>", err and return 3 (paths.c).
  * err is passed in because errno must be saved before any Lua call. */

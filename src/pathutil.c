@@ -141,3 +141,38 @@ int hcp_send_fds(int sock, char byte, const int *fds, int n)
     while (r < 0 && errno == EINTR);
     return r == 1 ? 0 : (r >= 0 ? (errno = EIO, -1) : -1);
 }
+
+int hcp_recv_fds(int sock, int flags, char *byte, int *fds, int max)
+{
+    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int) * HCP_SEND_FDS_MAX)]; } ctl;
+    struct iovec iov = { byte, 1 };
+    struct msghdr msg;
+    if (max < 0 || max > HCP_SEND_FDS_MAX)
+        return errno = EINVAL, -1;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.buf;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)max);
+    ssize_t r;
+    do
+        r = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0)
+        return r == 0 ? -2 : -1;
+    /* one header of descriptors fits the room for max: a second one, or
+     * more than max, truncates (the kernel closes what did not fit) */
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    int n = c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS
+                ? (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int)) : 0;
+    if (n > max)
+        n = max;
+    if (n > 0)
+        memcpy(fds, CMSG_DATA(c), sizeof(int) * (size_t)n);
+    if (msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) {
+        for (int i = 0; i < n; i++)
+            close(fds[i]);
+        return errno = EMSGSIZE, -1;
+    }
+    return n;
+}

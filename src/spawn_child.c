@@ -15,7 +15,6 @@
 #include <sys/prctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -536,32 +535,16 @@ static _Noreturn void child_tail(const struct hcp_launch *l, int pipefd)
 
 #define EARLY_FDS (1 + HCP_PLAN_FDS)
 
-/* One message: a byte, the plan's memfd, then the descriptors the plan
- * names (hcp_plan_fd_slots' order, those >= 0). The count received. */
+/* One message: the byte 'p', the plan's memfd, then the descriptors the
+ * plan names (hcp_plan_fd_slots' order, those >= 0). The count received;
+ * at EOF (the runtime made no call of this kind, or ended) we end. */
 static int receive_call(int sock, int *fds)
 {
     char byte;
-    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int) * EARLY_FDS)]; } ctl;
-    struct iovec iov = { &byte, 1 };
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = ctl.buf;
-    msg.msg_controllen = sizeof ctl.buf;
-    ssize_t r;
-    do
-        r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-    while (r < 0 && errno == EINTR);
-    if (r <= 0)
-        _exit(r == 0 ? 0 : 127);   /* EOF: the runtime made no call of this kind */
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    if ((msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) || !c || c->cmsg_level != SOL_SOCKET ||
-        c->cmsg_type != SCM_RIGHTS)
-        return -1;
-    int n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-    memcpy(fds, CMSG_DATA(c), sizeof(int) * (size_t)n);
-    return n;
+    int n = hcp_recv_fds(sock, 0, &byte, fds, EARLY_FDS);
+    if (n == -2)
+        _exit(0);
+    return n < 1 || byte != 'p' ? -1 : n;
 }
 
 /* The call's plan, from the memfd received, its descriptors put in place:
