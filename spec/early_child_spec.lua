@@ -140,6 +140,24 @@ describe("the early child of hcp run", function()
     none_left()
   end)
 
+  it("is not used once a mount was made on the host after it copied the host's mounts: the pack is on that mount",
+    function()
+      if not HAS then pending(WHY) return end
+      local dir = S.tmpdir("early-")
+      local mnt = S.mkdir(dir .. "/mnt")
+      S.write(dir .. "/hcp.json", S.sh("cat " .. q(select(2, sh_pack()) .. "/hcp.json")))
+      -- the config file runs after the early child started, before the runtime
+      local config = S.write(dir .. "/c.lua", string.format([[
+assert(os.execute("mount -t tmpfs hcp-spec %s && mkdir %s/shx && cp %s/hcp.json %s/shx/"))
+return {}]], mnt, mnt, dir, mnt))
+      local input = S.write(dir .. "/script.sh", "tr '\\0' ' ' < /proc/1/cmdline; echo; echo rc=$?\n")
+      local out = S.sh(string.format("cd / && %s run --config %s --pack-dir %s shx < %s 2>&1; umount %s",
+        q(S.HCP), q(config), q(mnt), q(input), q(mnt)))
+      assert.matches("rc=0", out)
+      assert.matches("^hcp%-spawn %d+ \n", out) -- a fresh child's helper
+      none_left()
+    end)
+
   it("ends with the runtime that started it, while it still waits for a plan", function()
     if not HAS then pending(WHY) return end
     none_left()

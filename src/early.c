@@ -44,32 +44,22 @@ _Static_assert(1 + HCP_PLAN_FDS <= HCP_SEND_FDS_MAX, "a plan's descriptors fit o
 static struct {
     pid_t pid;
     int report, sock;
+    int mounts;                 /* our /proc/self/mountinfo: polls when mounts change */
     struct hcp_isolation iso;   /* its rootfs: the view begun */
     int pinned;
     cpu_set_t mask;             /* ours, which the early child gets back */
-} early = { 0, -1, -1, { 0 }, 0, { { 0 } } };
+} early = { 0, -1, -1, -1, { 0 }, 0, { { 0 } } };
 
-void hcp_pin_away(pid_t pid)
-{
-    cpu_set_t m;
-    int cpu = sched_getcpu();
-    if (cpu < 0 || sched_getaffinity(0, sizeof m, &m) < 0 || CPU_COUNT(&m) < 2 || !CPU_ISSET(cpu, &m))
-        return;
-    CPU_CLR(cpu, &m);
-    (void)sched_setaffinity(pid, sizeof m, &m);
-}
-
-/* The early child runs beside us, not instead of us: on the CPUs we are
- * not on, until it takes a call (its program gets our mask). */
-static void pin_away(pid_t pid)
+/* Helpers that work while we load run beside us, not instead of us: on the
+ * CPUs we are not on (with one CPU, nowhere else: nothing is moved). */
+int hcp_pin_away(pid_t pid, cpu_set_t *mine)
 {
     int cpu = sched_getcpu();
-    if (cpu < 0 || sched_getaffinity(0, sizeof early.mask, &early.mask) < 0 || CPU_COUNT(&early.mask) < 2 ||
-        !CPU_ISSET(cpu, &early.mask))
-        return;
-    cpu_set_t away = early.mask;
+    if (cpu < 0 || sched_getaffinity(0, sizeof *mine, mine) < 0 || CPU_COUNT(mine) < 2 || !CPU_ISSET(cpu, mine))
+        return 0;
+    cpu_set_t away = *mine;
     CPU_CLR(cpu, &away);
-    early.pinned = sched_setaffinity(pid, sizeof away, &away) == 0;
+    return sched_setaffinity(pid, sizeof away, &away) == 0;
 }
 
 void hcp_early_cancel(void)
@@ -78,6 +68,7 @@ void hcp_early_cancel(void)
         return;
     close(early.sock);
     close(early.report);
+    close(early.mounts);
     (void)kill(early.pid, SIGKILL);
     hcp_reap_later(early.pid);
     early.pid = 0;
@@ -121,9 +112,17 @@ void hcp_early_start(lua_State *L)
     iso->landlock_fd = iso->cgroup_fd = iso->cap_last = iso->netns_fd = iso->userns_fd = iso->egress_fd = -1;
     if (plan_view(L, &iso->rootfs) != 0)
         return;
-    if (pipe2(report, O_CLOEXEC) < 0)
+    /* opened before the early child copies our mounts: it polls once a
+     * mount is made or removed after (the early child would not have it) */
+    int mounts = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+    if (mounts < 0)
         return;
+    if (pipe2(report, O_CLOEXEC) < 0) {
+        close(mounts);
+        return;
+    }
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        close(mounts);
         close(report[0]);
         close(report[1]);
         return;
@@ -135,12 +134,15 @@ void hcp_early_start(lua_State *L)
     close(report[1]);
     close(sv[1]);
     if (pid < 0) {
+        close(mounts);
         close(report[0]);
         close(sv[0]);
         return;
     }
     early.pid = pid;
-    pin_away(pid);
+    early.mounts = mounts;
+    /* until it takes a call: its program gets our mask back */
+    early.pinned = hcp_pin_away(pid, &early.mask);
     early.report = report[0];
     early.sock = sv[0];
 }
@@ -178,9 +180,11 @@ pid_t hcp_early_use(const struct hcp_launch *l, int *report)
     static unsigned char done[HCP_EARLY_MAX];
     if (early.pid <= 0 || !hcp_early_suits(&early.iso.rootfs, l, done))
         return -2;
-    /* a report already (a failure, or its exit): it is no use */
-    struct pollfd pf = { early.report, POLLIN, 0 };
-    if (poll(&pf, 1, 0) != 0) {
+    /* a report already (a failure, or its exit), or a mount made or
+     * removed since it copied ours (a pack or a jail on it would be missing
+     * from its view, or one gone would still be there): it is no use */
+    struct pollfd pf[2] = { { early.report, POLLIN, 0 }, { early.mounts, POLLPRI, 0 } };
+    if (poll(pf, 2, 0) != 0) {
         hcp_early_cancel();
         return -2;
     }
@@ -193,8 +197,9 @@ pid_t hcp_early_use(const struct hcp_launch *l, int *report)
     pid_t pid = early.pid;
     close(early.sock);
     *report = early.report;
+    close(early.mounts);
     early.pid = 0;
-    early.sock = early.report = -1;
+    early.sock = early.report = early.mounts = -1;
     return pid;
 }
 

@@ -487,9 +487,9 @@ static int may_skip_close(lua_State *L, int cli)
     lua_pop(L, 1);
     memset(&si, 0, sizeof si);
     if (closed) {
-        hcp_early_cancel();   /* no call took it */
-        hcp_reap_late(1);
-    }   /* an hcp-init still exiting is no child to leave behind */
+        hcp_early_cancel();   /* an early child no call took */
+        hcp_reap_late(1);     /* an hcp-init still exiting is no child to leave behind */
+    }
     return closed && waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD;
 }
 
@@ -507,10 +507,10 @@ static int pcli(lua_State *L)
     drop_cwd_templates(L, "path");
     drop_cwd_templates(L, "cpath");
     hcp_luac_install(L);   /* the modules of a command, compiled once */
-    /* a call's network namespace, made on the other CPU while the modules
-     * load (root only; see netns_pool.c) */
-    if (strcmp(name, "hcpx") == 0 || (argc > 1 && strcmp(argv[1], "run") == 0))
-    {
+    /* a call's network namespace, and its child with the namespaces and
+     * the system part of its view, made on the other CPU while the modules
+     * load (root only; see netns_pool.c, early.c) */
+    if (strcmp(name, "hcpx") == 0 || (argc > 1 && strcmp(argv[1], "run") == 0)) {
         hcp_netns_prefill_early();
         hcp_early_start(L);
     }

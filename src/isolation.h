@@ -8,6 +8,7 @@
 
 #include "hcp_core.h"
 
+#include <sched.h>
 #include <sys/types.h>
 
 enum {
@@ -154,7 +155,10 @@ void hcp_netns_prefill_early(void);
  * hcp_early_cancel (its socket closed, SIGKILL, reaped later). */
 void hcp_early_start(lua_State *L);
 void hcp_early_cancel(void);
-void hcp_pin_away(pid_t pid);
+/* Moves helper `pid` off the CPU we run on, onto the others we may use
+ * (*mine: our mask, to give back). 1 if it was moved; 0 with one CPU, or
+ * when it could not be. */
+int hcp_pin_away(pid_t pid, cpu_set_t *mine);
 /* Gives one back (or closes it when the pool is full). */
 void hcp_netns_give(struct hcp_netns ns, int root);
 /* The namespaces a running child is in: /proc/<pid>/ns/net (and user). */

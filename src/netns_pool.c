@@ -22,8 +22,9 @@
  * `hcp run` and `hcpx` (hcp_lua.c) start that holder before their modules
  * load, so the namespace is ready when the call spawns (started at the
  * call's first stage, the spawn waited ~0.7 ms for it); one no call takes is
- * ended by the runtime's close, or at exit (atexit). */
-#include <stdlib.h>
+ * ended by the runtime's close, or at exit (atexit). A holder runs on the
+ * CPUs the runtime is not on (hcp_pin_away): on the runtime's, the two took
+ * turns and `hcp run` reached its spawn later. */
 #include "isolation.h"
 #include "spawn.h"
 
@@ -122,8 +123,9 @@ static int prefill(void)
         pthread_mutex_lock(&lock);
         if (pools[1].n == 0 && ahead.pid < 0 && !given_back)
             started = start_ahead() == 0;
-        if (started)
-            hcp_pin_away(ahead.pid);
+        cpu_set_t mine;
+        if (started)   /* it only makes and holds a namespace: any CPU but ours */
+            (void)hcp_pin_away(ahead.pid, &mine);
         pthread_mutex_unlock(&lock);
     }
     return started;

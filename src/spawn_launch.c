@@ -241,7 +241,7 @@ static void reap(pid_t pid)
         ;
 }
 
-static pid_t wait_report(pid_t pid, int r, int *report, int *err, const char **step, int *arg);
+static pid_t wait_report(pid_t pid, int rd, int *report, int *err, const char **step, int *arg);
 
 pid_t hcp_launch(const struct hcp_launch *l, int *report, int *err, const char **step, int *arg)
 {
@@ -282,22 +282,21 @@ pid_t hcp_launch(const struct hcp_launch *l, int *report, int *err, const char *
     return wait_report(pid, p[0], report, err, step, arg);
 }
 
-/* The exec report of child pid on the read end r: returned at once when the
- * caller reads it (report), else read here. */
-static pid_t wait_report(pid_t pid, int r, int *report, int *err, const char **step, int *arg)
+/* The exec report of child pid, on the read end rd of its report pipe:
+ * handed to the caller at once (report), or read here. */
+static pid_t wait_report(pid_t pid, int rd, int *report, int *err, const char **step, int *arg)
 {
-    int p[1] = { r };
     struct hcp_child_err ce;
     size_t got = 0;
     if (report) {   /* asynchronous: the caller reads the report as it comes */
-        int fl = fcntl(p[0], F_GETFL);
-        (void)fcntl(p[0], F_SETFL, fl | O_NONBLOCK);
-        *report = p[0];
+        int fl = fcntl(rd, F_GETFL);
+        (void)fcntl(rd, F_SETFL, fl | O_NONBLOCK);
+        *report = rd;
         return pid;
     }
     int read_err = 0;
     while (got < sizeof ce) {
-        ssize_t n = read(p[0], (char *)&ce + got, sizeof ce - got);
+        ssize_t n = read(rd, (char *)&ce + got, sizeof ce - got);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
@@ -306,7 +305,7 @@ static pid_t wait_report(pid_t pid, int r, int *report, int *err, const char **s
             break;
         got += (size_t)n;
     }
-    close(p[0]);
+    close(rd);
     if (got == 0 && !read_err)
         return pid;
     if (read_err || got < sizeof ce || !hcp_step_name(ce.step)) {

@@ -2,7 +2,9 @@
  * with isolation layers execs first, so its namespaces, mounts and forks
  * happen in a process of its own rather than in a copy of the runtime.
  *
- *   hcp-spawn FD     FD: a memfd holding the launch plan (plan.c)
+ *   hcp-spawn FD             FD: a memfd holding the launch plan (plan.c)
+ *   hcp-spawn early FD SOCK  the early child (early.c): FD a plan that only
+ *                            begins the view, SOCK where the call's comes
  *
  * It maps the plan, puts back the close-on-exec flag on the descriptors the
  * C module handed over, and runs hcp_child — the same sequence, from the
