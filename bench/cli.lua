@@ -21,7 +21,9 @@ local which = lib.which
 -- auto's sequence from nothing, as a one-call process must (a fresh network
 -- namespace, a view of 41 binds, the pid namespace, Landlock built now:
 -- `bench_floors sample` 2), against posix_spawn of /bin/true (its 0). The
--- rest is the runtime, the call and the exit. And the same for a pack of
+-- rest is the runtime, the call and the exit (as root, `hcp run`'s early
+-- child does much of the floor's work while the modules load: src/early.c).
+-- And the same for a pack of
 -- /bin/true against /bin/true: jq's own time varies by milliseconds from
 -- run to run here (15–22 ms), /bin/true's by tens of microseconds, so this
 -- pair measures what `hcp run` adds more exactly.
@@ -76,7 +78,8 @@ local function run_section()
     if floor then
       local layers = m.floor[1] - m.spawn[1]
       print(string.format("  %-14s floor: the layers alone, from nothing, in C: %4.1f ms (p90 %4.1f) over posix_spawn;"
-        .. " with hcp-lua's start, %4.1f of the 5 ms go before any of hcp's Lua runs", "", layers / 1e3,
+        .. " in series with hcp-lua's start, %4.1f of the 5 ms (as root the early child makes the namespaces"
+        .. " and the system view beside the modules' load)", "", layers / 1e3,
         (m.floor[2] - m.spawn[2]) / 1e3, (layers + interp) / 1e3))
     end
   end
