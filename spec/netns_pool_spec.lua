@@ -253,8 +253,10 @@ describe("a network namespace made ahead (core.netns_prefill)", function()
 end)
 
 -- `hcp run` starts that holder from its first instruction (hcp_lua.c), so
--- the namespace is made while the modules load. A config file runs in the
--- command's own process after they loaded: it tells whether the holder is
+-- the namespace is made while the modules load — or, as root where the
+-- probe allows one, the early child (src/early.c, spec/early_child_spec.lua),
+-- a helper too, which makes the namespace itself. A config file runs in the
+-- command's own process after they loaded: it tells whether the helper is
 -- there by then.
 describe("hcp run: the call's network namespace made before the modules load", function()
   local PROBE = [[

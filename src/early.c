@@ -3,14 +3,19 @@
  * spends ~1 ms making its namespaces and the system part of its view. The
  * early child does the latter during the former: started at the process's
  * first instruction (hcp_lua.c), pid 1 of a pid namespace of its own, it
- * makes an IPC and a mount namespace and begins the view with the system
- * paths (what every call's view holds), then waits on a socketpair. The
+ * makes a network namespace (a fresh one, what the netns pool would lend:
+ * no holder is made for `hcp run` then), an IPC and a mount namespace and
+ * begins the view with the system paths (what every call's view holds),
+ * then waits on a socketpair. The
  * call's launch is sent to it — the same plan the helper would read from
  * its memfd, and the descriptors it names — if the two suit each other
  * (hcp_early_suits: the plan's view holds every entry begun, in its order,
  * and nothing the early child did would have come after a step it skipped);
  * otherwise the launch goes as usual and the early child is ended unused.
- * Root only (the direct hcp-init of spawn_child.c); only the first launch. */
+ * Root only (the direct hcp-init of spawn_child.c), only where the probe
+ * says every layer it makes is there and a call's `procs` is a pid_max of
+ * its namespace rather than a cgroup to join first (else no call would
+ * suit it); only the first launch. */
 #include "spawn.h"
 
 #include <errno.h>
@@ -100,32 +105,42 @@ static int plan_view(lua_State *L, struct hcp_rootfs *rf)
     return r;
 }
 
-void hcp_early_start(lua_State *L)
+int hcp_early_pending(void)
+{
+    return early.pid > 0;
+}
+
+int hcp_early_start(lua_State *L)
 {
     const char *off = getenv("HCP_EARLY");
     int report[2], sv[2], err;
     if (geteuid() != 0 || (off && strcmp(off, "0") == 0) || early.pid != 0 || hcp_helper_fd() < 0)
-        return;
+        return 0;
+    /* the probe the runtime reads anyway, now: where the call's limits
+     * would join a cgroup, or a layer is missing, no call would suit it */
+    unsigned layers = hcp_probe_early_layers();
+    if (!layers)
+        return 0;
     memset(&early.iso, 0, sizeof early.iso);
     struct hcp_isolation *iso = &early.iso;
-    iso->layers = ISO_ROOTFS | ISO_PIDNS | ISO_IPCNS;
+    iso->layers = layers;
     iso->landlock_fd = iso->cgroup_fd = iso->cap_last = iso->netns_fd = iso->userns_fd = iso->egress_fd = -1;
     if (plan_view(L, &iso->rootfs) != 0)
-        return;
+        return 0;
     /* opened before the early child copies our mounts: it polls once a
      * mount is made or removed after (the early child would not have it) */
     int mounts = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
     if (mounts < 0)
-        return;
+        return 0;
     if (pipe2(report, O_CLOEXEC) < 0) {
         close(mounts);
-        return;
+        return 0;
     }
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
         close(mounts);
         close(report[0]);
         close(report[1]);
-        return;
+        return 0;
     }
     char *argv[] = { "hcp-init", NULL }, *envp[] = { NULL };
     struct hcp_launch e = { "hcp-init", -1, 0, 0, { -1, -1, -1, -1 }, -1, -1, -1,
@@ -137,7 +152,7 @@ void hcp_early_start(lua_State *L)
         close(mounts);
         close(report[0]);
         close(sv[0]);
-        return;
+        return 0;
     }
     early.pid = pid;
     early.mounts = mounts;
@@ -145,6 +160,7 @@ void hcp_early_start(lua_State *L)
     early.pinned = hcp_pin_away(pid, &early.mask);
     early.report = report[0];
     early.sock = sv[0];
+    return 1;
 }
 
 /* The launch's plan into a memfd, and the descriptors it names. */
@@ -178,7 +194,7 @@ static int send_launch(const struct hcp_launch *l)
 pid_t hcp_early_use(const struct hcp_launch *l, int *report)
 {
     static unsigned char done[HCP_EARLY_MAX];
-    if (early.pid <= 0 || !hcp_early_suits(&early.iso.rootfs, l, done))
+    if (early.pid <= 0 || !hcp_early_suits(&early.iso, l, done))
         return -2;
     /* a report already (a failure, or its exit), or a mount made or
      * removed since it copied ours (a pack or a jail on it would be missing

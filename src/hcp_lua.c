@@ -511,8 +511,8 @@ static int pcli(lua_State *L)
      * the system part of its view, made on the other CPU while the modules
      * load (root only; see netns_pool.c, early.c) */
     if (strcmp(name, "hcpx") == 0 || (argc > 1 && strcmp(argv[1], "run") == 0)) {
-        hcp_netns_prefill_early();
-        hcp_early_start(L);
+        if (!hcp_early_start(L))
+            hcp_netns_prefill_early();
     }
     createargtable(L, argv, argc, argc);
     lua_settop(L, 0);

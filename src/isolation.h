@@ -126,6 +126,12 @@ int hcp_iso_path_list(lua_State *L, int list, const char *what, const char *each
 int hcp_probe(lua_State *L);
 int hcp_probe_source(lua_State *L);
 size_t hcp_probe_blob_size(void);
+/* The layers an early child may make ahead on this host (early.c; probed
+ * now unless this process has the answer): a constructed root, pid and IPC
+ * namespaces, a pid_max of a pid namespace's own (else a call's `procs`
+ * joins a cgroup, a step that comes before them), and a network namespace
+ * where there are any. 0: none. */
+unsigned hcp_probe_early_layers(void);
 
 /* The probe's cache (probe_cache.c): the key of this process (-1: none
  * fits), the file for it (-1: no cache here, or HCP_PROBE_CACHE=0), and
@@ -153,7 +159,10 @@ void hcp_netns_prefill_early(void);
 /* The early child (early.c): started by `hcp run` and hcpx before their
  * modules load (root only; HCP_EARLY=0 turns it off), ended unused by
  * hcp_early_cancel (its socket closed, SIGKILL, reaped later). */
-void hcp_early_start(lua_State *L);
+int hcp_early_start(lua_State *L);
+/* 1 while an early child waits for its call (whose network namespace it
+ * makes: the netns pool makes none ahead then). */
+int hcp_early_pending(void);
 void hcp_early_cancel(void);
 /* Moves helper `pid` off the CPU we run on, onto the others we may use
  * (*mine: our mask, to give back). 1 if it was moved; 0 with one CPU, or

@@ -516,6 +516,15 @@ static void probe_cached(void)
         probe_source = "probed, cached";
 }
 
+unsigned hcp_probe_early_layers(void)
+{
+    if (!probed.done)
+        probe_cached();
+    if (!probed.l[P_ROOTFS].ok || !probed.l[P_PIDNS].ok || !probed.l[P_IPCNS].ok || !probed.pid_max)
+        return 0;
+    return ISO_ROOTFS | ISO_PIDNS | ISO_IPCNS | (probed.l[P_NETNS].ok ? ISO_NETNS : 0);
+}
+
 /* core.probe_source() -> where this process's probe answer came from:
  * "cache", "probed, cached", "probed" (no cache here), or "none" yet. */
 int hcp_probe_source(lua_State *L)

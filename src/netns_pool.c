@@ -21,7 +21,9 @@
  *
  * `hcp run` and `hcpx` (hcp_lua.c) start that holder before their modules
  * load, so the namespace is ready when the call spawns (started at the
- * call's first stage, the spawn waited ~0.7 ms for it); one no call takes is
+ * call's first stage, the spawn waited ~0.7 ms for it) — unless they start
+ * an early child (early.c), which makes the call's namespace itself: while
+ * one waits, none is made ahead here (hcp_early_pending); one no call takes is
  * ended by the runtime's close, or at exit (atexit). A holder runs on the
  * CPUs the runtime is not on (hcp_pin_away): on the runtime's, the two took
  * turns and `hcp run` reached its spawn later. */
@@ -119,7 +121,7 @@ static int start_ahead(void)
 static int prefill(void)
 {
     int started = 0;
-    if (geteuid() == 0 && hcp_helper_fd() >= 0) {
+    if (geteuid() == 0 && hcp_helper_fd() >= 0 && !hcp_early_pending()) {
         pthread_mutex_lock(&lock);
         if (pools[1].n == 0 && ahead.pid < 0 && !given_back)
             started = start_ahead() == 0;

@@ -143,7 +143,7 @@ pid_t hcp_launch_early(const struct hcp_launch *e, int sock, int *err);
 pid_t hcp_early_use(const struct hcp_launch *l, int *report);
 /* Whether launch l suits an early child that began the view `ahead` (both
  * ends ask: spawn_child.c); done as in hcp_rootfs_extends. */
-int hcp_early_suits(const struct hcp_rootfs *ahead, const struct hcp_launch *l, unsigned char *done);
+int hcp_early_suits(const struct hcp_isolation *ahead, const struct hcp_launch *l, unsigned char *done);
 /* In the helper: the early child's whole life (spawn_child.c). */
 _Noreturn void hcp_child_early(const struct hcp_launch *e, int sock);
 

@@ -573,12 +573,12 @@ static int take_plan(const int *fds, int n, struct hcp_launch *l, struct hcp_iso
  * it is init (direct: the report on status_fd), its IPC namespace, its view
  * begun; nothing it would have had to do before them (a cgroup to join, a
  * user namespace, a stage). The runtime checked the same (early.c). */
-int hcp_early_suits(const struct hcp_rootfs *ahead, const struct hcp_launch *l, unsigned char *done)
+int hcp_early_suits(const struct hcp_isolation *ahead, const struct hcp_launch *l, unsigned char *done)
 {
     const struct hcp_isolation *iso = l->iso;
-    unsigned need = ISO_ROOTFS | ISO_PIDNS | ISO_IPCNS;
+    unsigned need = ISO_ROOTFS | ISO_PIDNS | ISO_IPCNS | (ahead->layers & ISO_NETNS);
     return (iso->layers & need) == need && !(iso->layers & (ISO_CGROUP | ISO_STAGE)) && !iso->userns &&
-           iso->userns_fd < 0 && l->status_fd >= 0 && hcp_rootfs_extends(ahead, &iso->rootfs, done);
+           iso->userns_fd < 0 && l->status_fd >= 0 && hcp_rootfs_extends(&ahead->rootfs, &iso->rootfs, done);
 }
 
 _Noreturn void hcp_child_early(const struct hcp_launch *e, int sock)
@@ -594,6 +594,9 @@ _Noreturn void hcp_child_early(const struct hcp_launch *e, int sock)
     /* pid_max is written once the plan says how much; by then the view
      * hides /proc/sys */
     early.pid_max_fd = open("/proc/sys/kernel/pid_max", O_WRONLY | O_CLOEXEC);
+    /* a fresh network namespace, what a call gets when none is pooled */
+    if ((e->iso->layers & ISO_NETNS) && unshare(CLONE_NEWNET) < 0)
+        child_fail(pipefd, ST_NETNS);
     if (hcp_iso_ipcns() < 0)
         child_fail(pipefd, ST_IPCNS);
     if (unshare(CLONE_NEWNS) < 0)
@@ -607,13 +610,14 @@ _Noreturn void hcp_child_early(const struct hcp_launch *e, int sock)
         errno = EINVAL;
         child_fail(pipefd, ST_HELPER);
     }
-    if (!hcp_early_suits(&e->iso->rootfs, &l, done)) {
+    if (!hcp_early_suits(e->iso, &l, done)) {
         errno = ESTALE;
         child_fail(pipefd, ST_HELPER);
     }
     early.active = 1;
     early.done = done;
-    if ((iso.layers & ISO_NETNS) && hcp_iso_netns(&iso) < 0)
+    /* a pooled one instead of ours, or (without the one made ahead) a fresh one */
+    if ((iso.layers & ISO_NETNS) && (iso.netns_fd >= 0 || !(e->iso->layers & ISO_NETNS)) && hcp_iso_netns(&iso) < 0)
         child_fail(pipefd, ST_NETNS);
     if ((iso.layers & ISO_EGRESS) && hcp_egress_listen(iso.egress_fd) < 0)
         child_fail(pipefd, ST_EGRESS);
