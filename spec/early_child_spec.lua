@@ -163,6 +163,30 @@ return {}]], mnt, mnt, dir, mnt))
       none_left()
     end)
 
+  it("makes the call's network namespace itself: no netns holder runs beside it, and the call's is not the host's",
+    function()
+      if not HAS then pending(WHY) return end
+      local dir = S.tmpdir("early-")
+      -- the config file runs before the runtime: it lists the helpers started
+      local config = S.write(dir .. "/c.lua", string.format([[
+local me = require("hcp.core").getpid()
+local f = assert(io.open("/proc/" .. me .. "/task/" .. me .. "/children"))
+local out = assert(io.open(%q, "w"))
+for pid in f:read("a"):gmatch("%%d+") do
+  local c = io.open("/proc/" .. pid .. "/cmdline")
+  out:write((c and c:read("a") or "?"):gsub("%%z", " "), "\n")
+  if c then c:close() end
+end
+out:close() f:close()
+return {}]], dir .. "/helpers"))
+      local parent = sh_pack()
+      local out = run(parent, "readlink /proc/self/ns/net", nil, "--config " .. q(config))
+      assert.matches("^hcp%-spawn early %d+ %d+ \n$", S.read(dir .. "/helpers"))
+      assert.matches("^net:%[%d+%]\n$", out)
+      assert.not_equals(S.sh("readlink /proc/self/ns/net"), out)
+      none_left()
+    end)
+
   it("ends with the runtime that started it, while it still waits for a plan", function()
     if not HAS then pending(WHY) return end
     none_left()
