@@ -187,6 +187,19 @@ return {}]], dir .. "/helpers"))
       none_left()
     end)
 
+  it("is not used for a call with the host's network (its own namespace would hide it): that call has the host's",
+    function()
+      if not HAS then pending(WHY) return end
+      local dir = S.tmpdir("early-")
+      local parent = select(2, S.pack(S.manifest("shx", "/bin/sh", { wrap = { network = true } }), dir .. "/packs"))
+      local config = S.write(dir .. "/c.lua", 'return { network = "unrestricted" }')
+      local out = run(parent, "readlink /proc/self/ns/net; tr '\\0' ' ' < /proc/1/cmdline; echo", nil,
+        "--config " .. q(config))
+      assert.equals(S.sh("readlink /proc/self/ns/net"), out:match("^[^\n]*\n"))
+      assert.matches("\nhcp%-spawn %d+ \n$", out)
+      none_left()
+    end)
+
   it("ends with the runtime that started it, while it still waits for a plan", function()
     if not HAS then pending(WHY) return end
     none_left()
