@@ -5,7 +5,8 @@
  * never takes: a child process makes openat2 fail with ENOSYS through a
  * seccomp filter and runs the same refusals as the openat2 path. Last,
  * hcp_rootfs_extends: when the early child's view, begun before its call's
- * plan, may be finished with that plan (src/early.c). */
+ * plan, may be finished with that plan (src/early.c), and the one sender
+ * and receiver of descriptors its plan goes through. */
 #include "hcp_core.h"
 #include "isolation.h"
 
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -412,6 +414,51 @@ static void test_extends(void)
     CHECK(hcp_rootfs_extends(&e, &p, done) == 1, "and back\n");
 }
 
+/* ---- hcp_send_fds / hcp_recv_fds ------------------------------------------ */
+
+static int open_fds(void)
+{
+    int n = 0;
+    for (int fd = 0; fd < 256; fd++)
+        if (fcntl(fd, F_GETFD) >= 0)
+            n++;
+    return n;
+}
+
+static void test_fds(void)
+{
+    int sv[2], fds[4], got[4];
+    char byte = 0;
+    CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0, "socketpair\n");
+    for (int i = 0; i < 3; i++)
+        fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int before = open_fds();
+    CHECK(hcp_send_fds(sv[0], 'p', fds, 2) == 0, "two sent\n");
+    int n = hcp_recv_fds(sv[1], 0, &byte, got, 2);
+    CHECK(n == 2 && byte == 'p', "two received with the byte: %d %c\n", n, byte);
+    CHECK(n == 2 && (fcntl(got[0], F_GETFD) & FD_CLOEXEC) && (fcntl(got[1], F_GETFD) & FD_CLOEXEC),
+          "received close-on-exec\n");
+    for (int i = 0; i < n && i < 4; i++)
+        close(got[i]);
+    /* more than the receiver has room for: nothing kept, nothing leaked */
+    CHECK(hcp_send_fds(sv[0], 'p', fds, 3) == 0, "three sent\n");
+    errno = 0;
+    n = hcp_recv_fds(sv[1], 0, &byte, got, 2);
+    CHECK(n == -1 && errno == EMSGSIZE, "three for two: %d %s\n", n, strerror(errno));
+    CHECK(open_fds() == before, "none left open: %d against %d\n", open_fds(), before);
+    /* none at all, then EOF */
+    CHECK(write(sv[0], "x", 1) == 1, "a byte alone\n");
+    n = hcp_recv_fds(sv[1], 0, &byte, got, 2);
+    CHECK(n == 0 && byte == 'x', "a message without descriptors: %d\n", n);
+    CHECK(hcp_send_fds(sv[0], 'p', fds, 0) == -1 && errno == EINVAL, "none to send is a mistake\n");
+    CHECK(hcp_send_fds(sv[0], 'p', fds, HCP_SEND_FDS_MAX + 1) == -1 && errno == EINVAL, "too many to send\n");
+    close(sv[0]);
+    CHECK(hcp_recv_fds(sv[1], 0, &byte, got, 2) == -2, "EOF\n");
+    close(sv[1]);
+    for (int i = 0; i < 3; i++)
+        close(fds[i]);
+}
+
 int main(void)
 {
     test_normalize();
@@ -419,6 +466,7 @@ int main(void)
     test_contains();
     test_beneath();
     test_extends();
+    test_fds();
     printf("test_paths: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
