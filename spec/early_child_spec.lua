@@ -23,6 +23,9 @@ local function sh_pack(wrap)
   return parent, dir
 end
 
+-- what the call's pid 1 is: its command line, spaced, on a line of its own
+local PID1 = "tr '\\0' ' ' < /proc/1/cmdline; echo"
+
 local function run(parent, script, env, opts)
   local input = S.write(S.tmpdir("early-") .. "/script.sh", script .. "\n")
   return S.sh(string.format("cd / && env %s %s run %s --pack-dir %s shx < %s 2>&1", env or "", q(S.HCP), opts or "",
@@ -51,10 +54,10 @@ describe("the early child of hcp run", function()
   it("runs the call: the program's pid 1 is the helper started early", function()
     if not HAS then pending(WHY) return end
     local parent = sh_pack()
-    local out = run(parent, "tr '\\0' ' ' < /proc/1/cmdline")
-    assert.matches("^hcp%-spawn early %d+ %d+ $", out)
+    local out = run(parent, PID1)
+    assert.matches("^hcp%-spawn early %d+ %d+ \n$", out)
     -- and with HCP_EARLY=0 the call's own helper is pid 1, as before
-    assert.matches("^hcp%-spawn %d+ $", run(parent, "tr '\\0' ' ' < /proc/1/cmdline", "HCP_EARLY=0"))
+    assert.matches("^hcp%-spawn %d+ \n$", run(parent, PID1, "HCP_EARLY=0"))
   end)
 
   it("gives the program the same view as a fresh child: the same mounts with the same options, /tmp and /proc", function()
@@ -107,7 +110,7 @@ describe("the early child of hcp run", function()
       if not HAS then pending(WHY) return end
       local parent = sh_pack()
       local config = S.write(S.tmpdir("early-") .. "/c.lua", 'return { isolation = "minimal" }')
-      local out = run(parent, "test -e /proc/1/cmdline && tr '\\0' ' ' < /proc/1/cmdline; echo; ls /; echo rc=$?", nil,
+      local out = run(parent, "test -e /proc/1/cmdline && " .. PID1 .. "; ls /; echo rc=$?", nil,
         "--config " .. q(config))
       assert.matches("rc=0", out)
       assert.not_matches("hcp%-spawn early", out)
@@ -121,7 +124,7 @@ describe("the early child of hcp run", function()
       if not probe.pidns.pid_max then pending("no per-namespace pid_max on this kernel") return end
       local host = S.read("/proc/sys/kernel/pid_max")
       local parent = sh_pack({ limits = { procs = 400 } })
-      local script = "cat /proc/sys/kernel/pid_max; tr '\\0' ' ' < /proc/1/cmdline; echo"
+      local script = "cat /proc/sys/kernel/pid_max; " .. PID1
       local early, fresh = run(parent, script), run(parent, script, "HCP_EARLY=0")
       local bound = early:match("^(%d+)\nhcp%-spawn early ")
       assert(bound and tonumber(bound) >= 400 and tonumber(bound) <= 401, early)
@@ -134,7 +137,7 @@ describe("the early child of hcp run", function()
   it("is not used for a call whose processes are bounded by a cgroup (joined before any namespace)", function()
     if not HAS then pending(WHY) return end
     local parent = sh_pack({ limits = { procs = 20 } })
-    local out = run(parent, "tr '\\0' ' ' < /proc/1/cmdline; echo; echo rc=$?")
+    local out = run(parent, PID1 .. "; echo rc=$?")
     assert.matches("rc=0", out)
     assert.not_matches("early", out)
     none_left()
@@ -155,7 +158,7 @@ describe("the early child of hcp run", function()
       local config = S.write(dir .. "/c.lua", string.format([[
 assert(os.execute("mount -t tmpfs hcp-spec %s && mkdir %s/shx && cp %s/hcp.json %s/shx/"))
 return {}]], mnt, mnt, dir, mnt))
-      local input = S.write(dir .. "/script.sh", "tr '\\0' ' ' < /proc/1/cmdline; echo; echo rc=$?\n")
+      local input = S.write(dir .. "/script.sh", PID1 .. "; echo rc=$?\n")
       local out = S.sh(string.format("cd / && %s run --config %s --pack-dir %s shx < %s 2>&1; umount %s",
         q(S.HCP), q(config), q(mnt), q(input), q(mnt)))
       assert.matches("rc=0", out)
@@ -193,7 +196,7 @@ return {}]], dir .. "/helpers"))
       local dir = S.tmpdir("early-")
       local parent = select(2, S.pack(S.manifest("shx", "/bin/sh", { wrap = { network = true } }), dir .. "/packs"))
       local config = S.write(dir .. "/c.lua", 'return { network = "unrestricted" }')
-      local out = run(parent, "readlink /proc/self/ns/net; tr '\\0' ' ' < /proc/1/cmdline; echo", nil,
+      local out = run(parent, "readlink /proc/self/ns/net; " .. PID1, nil,
         "--config " .. q(config))
       assert.equals(S.sh("readlink /proc/self/ns/net"), out:match("^[^\n]*\n"))
       assert.matches("\nhcp%-spawn %d+ \n$", out)
@@ -236,6 +239,6 @@ describe("hcp run as a user who is not root", function()
     if core.geteuid() == 0 then pending("runs as root: the cases above cover the early child") return end
     if not (probe.pidns and probe.pidns.available) then pending("no pid namespaces") return end
     local parent = sh_pack()
-    assert.not_matches("early", run(parent, "tr '\\0' ' ' < /proc/1/cmdline; echo"))
+    assert.not_matches("early", run(parent, PID1))
   end)
 end)

@@ -167,23 +167,14 @@ int hcp_early_start(lua_State *L)
 static int send_launch(const struct hcp_launch *l)
 {
     struct hcp_launch lc = *l;
-    struct hcp_isolation isoc = *l->iso;
-    int *slots[HCP_PLAN_FDS], fds[1 + HCP_PLAN_FDS], n = 1;
-    lc.iso = &isoc;
+    int fds[1 + HCP_PLAN_FDS];
     lc.report_fd = -1;   /* the early child's own */
     lc.parent = getpid();
-    int plan = memfd_create("hcp-plan", MFD_CLOEXEC);
-    if (plan < 0 || hcp_plan_write(plan, &lc) < 0) {
-        int e = errno;
-        if (plan >= 0)
-            close(plan);
-        return errno = e, -1;
-    }
+    int plan = hcp_plan_memfd(&lc);
+    if (plan < 0)
+        return -1;
     fds[0] = plan;
-    int ns = hcp_plan_fd_slots(&lc, &isoc, slots);
-    for (int i = 0; i < ns; i++)
-        if (*slots[i] >= 0)
-            fds[n++] = *slots[i];
+    int n = 1 + hcp_plan_fds(l, fds + 1);
     int r = hcp_send_fds(early.sock, 'p', fds, n);
     int e = errno;
     close(plan);

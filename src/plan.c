@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define PLAN_MAGIC 0x31706368u   /* "hcp1" */
@@ -178,6 +180,29 @@ int hcp_plan_write(int fd, const struct hcp_launch *l)
     return 0;
 }
 
+int hcp_plan_memfd(const struct hcp_launch *l)
+{
+    int fd = memfd_create("hcp-plan", MFD_CLOEXEC);
+    if (fd < 0 || hcp_plan_write(fd, l) == 0)
+        return fd;
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+}
+
+int hcp_plan_fds(const struct hcp_launch *l, int *fds)
+{
+    struct hcp_launch lc = *l;
+    struct hcp_isolation isoc = *l->iso;
+    int *slots[HCP_PLAN_FDS], n = 0;
+    int ns = hcp_plan_fd_slots(&lc, &isoc, slots);
+    for (int i = 0; i < ns; i++)
+        if (*slots[i] >= 0)
+            fds[n++] = *slots[i];
+    return n;
+}
+
 #endif
 
 /* ---- the helper's side --------------------------------------------------- */
@@ -248,14 +273,27 @@ int hcp_plan_read(char *blob, size_t len, struct hcp_launch *l, struct hcp_isola
     return 0;
 }
 
+int hcp_plan_map(int fd, struct hcp_launch *l, struct hcp_isolation *iso)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0 || st.st_size <= 0) {
+        close(fd);
+        return -1;
+    }
+    char *blob = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    close(fd);
+    return blob == MAP_FAILED ? -1 : hcp_plan_read(blob, (size_t)st.st_size, l, iso);
+}
+
 int hcp_plan_fd_slots(struct hcp_launch *l, struct hcp_isolation *iso, int **slots)
 {
     int n = 0;
     int *fixed[] = { &l->exe_fd, &l->in_fd, &l->out_fd, &l->err_fd, &l->status_fd, &l->end_fd,
-                     &iso->landlock_fd, &iso->cgroup_fd, &iso->rootfs.base_fd, &iso->netns_fd,
-                     &iso->userns_fd, &iso->egress_fd };
+                     &iso->landlock_fd, &iso->cgroup_fd, &iso->netns_fd, &iso->userns_fd, &iso->egress_fd };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         slots[n++] = fixed[i];
+    if (iso->rootfs.base)   /* base_fd means nothing without a base view */
+        slots[n++] = &iso->rootfs.base_fd;
     for (int i = 0; i < l->ndata && i < HCP_DATA_FDS; i++)
         slots[n++] = &l->data_fd[i];
     return n;

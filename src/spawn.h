@@ -119,15 +119,23 @@ _Noreturn void hcp_child(const struct hcp_launch *l, int pipefd, pid_t parent);
 /* Writes l (and its isolation, rootfs and stage plans, argv, envp) into
  * fd as one blob the helper maps. 0, or -1 with errno. */
 int hcp_plan_write(int fd, const struct hcp_launch *l);
+/* The same into a new memfd (close-on-exec): it, or -1 with errno. */
+int hcp_plan_memfd(const struct hcp_launch *l);
 /* In the helper: turns the blob (mapped private and writable) back into
  * *l and *iso, pointers into the blob. 0, or -1 (EINVAL: not a plan). */
 int hcp_plan_read(char *blob, size_t len, struct hcp_launch *l, struct hcp_isolation *iso);
+/* The same from the plan's memfd (mapped private, then closed). */
+int hcp_plan_map(int fd, struct hcp_launch *l, struct hcp_isolation *iso);
 
-/* The descriptors a plan names, in one fixed order (both ends of the early
- * child's socket use it: early.c): pointers to them in slots (at least
- * HCP_PLAN_FDS), their number returned. */
+/* The descriptors a plan names, in one fixed order: pointers to them in
+ * slots (at least HCP_PLAN_FDS; rootfs.base_fd only with a base view),
+ * their number returned. What the helper is handed across its exec, and
+ * what goes through the early child's socket (both ends: early.c,
+ * spawn_child.c). hcp_plan_fds: the open ones (>= 0) of l, in that order,
+ * into fds; their number. */
 #define HCP_PLAN_FDS (12 + HCP_DATA_FDS)
 int hcp_plan_fd_slots(struct hcp_launch *l, struct hcp_isolation *iso, int **slots);
+int hcp_plan_fds(const struct hcp_launch *l, int *fds);
 
 /* ---- the early child (early.c, spawn_launch.c, the helper's `early`) ---- */
 

@@ -13,7 +13,6 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -551,13 +550,8 @@ static int receive_call(int sock, int *fds)
  * 0, or -1 when the message is not one call's plan. */
 static int take_plan(const int *fds, int n, struct hcp_launch *l, struct hcp_isolation *iso)
 {
-    struct stat st;
     int *slots[HCP_PLAN_FDS];
-    if (n < 1 || fstat(fds[0], &st) < 0 || st.st_size <= 0)
-        return -1;
-    char *blob = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fds[0], 0);
-    close(fds[0]);
-    if (blob == MAP_FAILED || hcp_plan_read(blob, (size_t)st.st_size, l, iso) < 0)
+    if (n < 1 || hcp_plan_map(fds[0], l, iso) < 0)
         return -1;
     int ns = hcp_plan_fd_slots(l, iso, slots), k = 1;
     for (int i = 0; i < ns; i++)

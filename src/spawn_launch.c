@@ -147,7 +147,7 @@ static int direct_main(void *arg)
 }
 
 /* The fds the helper needs, handed over across its exec. */
-#define MAX_KEEP (16 + HCP_DATA_FDS)
+#define MAX_KEEP (2 + HCP_PLAN_FDS)   /* the plan, the report pipe, the plan's own */
 struct stub {
     int helper, pipefd, nkeep, keep[MAX_KEEP];
     char *argv[5], *envp[1];
@@ -184,23 +184,12 @@ static pid_t via_helper(const struct hcp_launch *l, int helper, int pipefd, pid_
     struct hcp_launch lc = *l;
     lc.report_fd = pipefd;
     lc.parent = parent;
-    int plan = memfd_create("hcp-plan", MFD_CLOEXEC);
-    if (plan < 0 || hcp_plan_write(plan, &lc) < 0) {
-        *err = errno;
-        if (plan >= 0)
-            close(plan);
-        return -1;
-    }
+    int plan = hcp_plan_memfd(&lc);
+    if (plan < 0)
+        return *err = errno, -1;
     snprintf(fdarg, sizeof fdarg, "%d", plan);
-    const struct hcp_isolation *iso = l->iso;
-    struct stub s = { helper, pipefd, 0, { 0 }, { "hcp-spawn", fdarg, NULL, NULL, NULL }, { NULL } };
-    int keep[] = { plan, pipefd, l->exe_fd, l->in_fd, l->out_fd, l->err_fd,
-                   iso->landlock_fd, iso->cgroup_fd, iso->rootfs.base ? iso->rootfs.base_fd : -1,
-                   iso->netns_fd, iso->userns_fd, l->status_fd, l->end_fd, iso->egress_fd };
-    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
-        s.keep[s.nkeep++] = keep[i];
-    for (int i = 0; i < l->ndata; i++)
-        s.keep[s.nkeep++] = l->data_fd[i];
+    struct stub s = { helper, pipefd, 2, { plan, pipefd }, { "hcp-spawn", fdarg, NULL, NULL, NULL }, { NULL } };
+    s.nkeep += hcp_plan_fds(l, s.keep + s.nkeep);
     /* hcp-init as our own child, pid 1 of a namespace made by the clone */
     pid_t pid = clone_vm(stub_main, &s, l->status_fd >= 0 ? CLONE_NEWPID : 0);
     *err = errno;
@@ -214,13 +203,9 @@ pid_t hcp_launch_early(const struct hcp_launch *e, int sock, int *err)
     int helper = hcp_helper_fd();
     if (helper < 0)
         return *err = ENOENT, -1;
-    int plan = memfd_create("hcp-plan", MFD_CLOEXEC);
-    if (plan < 0 || hcp_plan_write(plan, e) < 0) {
-        *err = errno;
-        if (plan >= 0)
-            close(plan);
-        return -1;
-    }
+    int plan = hcp_plan_memfd(e);
+    if (plan < 0)
+        return *err = errno, -1;
     snprintf(fdarg, sizeof fdarg, "%d", plan);
     snprintf(sockarg, sizeof sockarg, "%d", sock);
     struct stub s = { helper, e->report_fd, 3, { plan, e->report_fd, sock },

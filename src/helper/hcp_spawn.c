@@ -17,8 +17,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 int main(int argc, char **argv);
@@ -57,7 +55,6 @@ int main(int argc, char **argv)
 {
     static struct hcp_launch l;
     static struct hcp_isolation iso;
-    struct stat st;
     if (argc == 2 && argv[1][0] == 'h' && argv[1][1] == 'o' && argv[1][2] == 'l' && argv[1][3] == 'd' &&
         argv[1][4] == '\0')
         return hold();
@@ -67,11 +64,7 @@ int main(int argc, char **argv)
     if (early && sock < 0)
         return 126;
     int fd = argc == 2 || early ? parse_fd(argv[early ? 2 : 1]) : -1;
-    if (fd < 0 || fstat(fd, &st) < 0 || st.st_size <= 0)
-        return 126;
-    char *blob = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (blob == MAP_FAILED || hcp_plan_read(blob, (size_t)st.st_size, &l, &iso) < 0)
+    if (fd < 0 || hcp_plan_map(fd, &l, &iso) < 0)
         return 126;
     int pipefd = l.report_fd;
     if (early) {
@@ -79,12 +72,9 @@ int main(int argc, char **argv)
         cloexec(sock);
         hcp_child_early(&l, sock);
     }
-    int keep[] = { pipefd, l.exe_fd, l.in_fd, l.out_fd, l.err_fd, iso.landlock_fd, iso.cgroup_fd,
-                   iso.rootfs.base ? iso.rootfs.base_fd : -1, iso.netns_fd, iso.userns_fd, l.status_fd,
-                   l.end_fd, iso.egress_fd };
-    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
-        cloexec(keep[i]);
-    for (int i = 0; i < l.ndata && i < HCP_DATA_FDS; i++)
-        cloexec(l.data_fd[i]);
+    int *slots[HCP_PLAN_FDS];
+    cloexec(pipefd);
+    for (int i = 0, n = hcp_plan_fd_slots(&l, &iso, slots); i < n; i++)
+        cloexec(*slots[i]);
     hcp_child(&l, pipefd, l.parent);
 }
