@@ -75,6 +75,20 @@ describe("the early child of hcp run", function()
     assert.equals(fresh, early)
   end)
 
+  it("§10.2.2–4: gives the program a fresh child's working directory (the pack root), environment (agent_env, no "
+    .. "ambient credential) and HCP_SANDBOX=sandbox", function()
+    if not HAS then pending(WHY) return end
+    local parent, dir = sh_pack({ agent_env = { SPEC_AGENT = "given" } })
+    local script = "pwd; env | sort | sed 's,/call-[^/]*,/call-X,; s,hcp-rt-[^/]*,hcp-rt-X,'"
+    local env = "SPEC_AMBIENT_TOKEN=host-secret"
+    local early, fresh = run(parent, script, env), run(parent, script, env .. " HCP_EARLY=0")
+    assert.equals(fresh, early)
+    assert.matches("^" .. dir:gsub("%p", "%%%0") .. "\n", early)
+    assert.matches("\nHCP_SANDBOX=sandbox\n", early)
+    assert.matches("\nSPEC_AGENT=given\n", early)
+    assert.not_matches("host%-secret", early)
+  end)
+
   it("gives the program the same descriptors as a fresh child: no socket, nothing of the helper's", function()
     if not HAS then pending(WHY) return end
     local parent = sh_pack()
