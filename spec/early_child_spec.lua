@@ -132,6 +132,18 @@ describe("the early child of hcp run", function()
       none_left()
     end)
 
+  it("is not used for a call through the bwrap driver (it stages paths first, and bwrap builds its own view)",
+    function()
+      if not HAS then pending(WHY) return end
+      if not core.kind("/usr/bin/bwrap") then pending("no bwrap on this host") return end
+      local parent = sh_pack()
+      local config = S.write(S.tmpdir("early-") .. "/c.lua", 'return { driver = "bwrap" }')
+      local out = run(parent, PID1 .. "; echo rc=$?", nil, "--config " .. q(config))
+      if out:match("unavailable") then pending("bwrap unavailable here: " .. out) return end
+      assert.matches("^bwrap .*\nrc=0\n$", out)
+      none_left()
+    end)
+
   it("sets the call's pid_max in its own namespace, through the descriptor opened before the view hid /proc/sys",
     function()
       if not HAS then pending(WHY) return end
