@@ -528,6 +528,11 @@ static int pcli(lua_State *L)
         lua_pushinteger(L, 1);
         return 1;
     }
+    /* The collector was stopped while the state was set up (main), as
+     * lua.c does; the command itself runs with it, as lua.c's script does:
+     * `hcp call` and hcpx serve requests for hours, and `hcp run` passes
+     * through output of any length, each chunk a string. */
+    lua_gc(L, LUA_GCRESTART);
     lua_pushstring(L, name);
     lua_createtable(L, argc > 1 ? argc - 1 : 0, 0);
     for (i = 1; i < argc; i++) {
