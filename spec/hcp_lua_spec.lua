@@ -226,6 +226,52 @@ describe("hcp-lua", function()
       assert.equal("function\tfunction\t/b\n", out)
     end)
 
+    it("gives a C module a script requires the whole Lua API (hcp-lua holds liblua itself)", function()
+      -- Debian's Lua modules are not linked to liblua: they find the API in
+      -- the interpreter. Every function lua.h, lauxlib.h and lualib.h
+      -- declare must be there to find, not only those the core calls.
+      local inc = S.sh("pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4"):gsub("%s+$", "")
+      local names = {}
+      for _, h in ipairs({ "lua.h", "lauxlib.h", "lualib.h" }) do
+        local dir = inc:match("%-I(%S+)") or "/usr/include/lua5.4"
+        for name in read(dir .. "/" .. h):gmatch("LUA%u*_API[^;(]-%((lua[L%w]*_[%w_]+)%)") do names[#names + 1] = name end
+      end
+      assert.is_true(#names > 140, #names .. " names found in the headers")
+      write(T .. "/apimod.c", [[
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <lua.h>
+#include <lauxlib.h>
+/* missing(names...) -> the names the process does not define; hello(s) uses the API */
+static int missing(lua_State *L) {
+  int n = lua_gettop(L);   /* before the buffer's own slot */
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (int i = 1; i <= n; i++)
+    if (!dlsym(RTLD_DEFAULT, luaL_checkstring(L, i))) { luaL_addstring(&b, lua_tostring(L, i)); luaL_addchar(&b, ' '); }
+  luaL_pushresult(&b);
+  return 1;
+}
+static int hello(lua_State *L) {
+  luaL_checkversion(L);
+  lua_pushfstring(L, "hello, %s: %d", luaL_checkstring(L, 1), (int)luaL_len(L, 2));
+  return 1;
+}
+int luaopen_apimod(lua_State *L) {
+  luaL_Reg f[] = { { "missing", missing }, { "hello", hello }, { NULL, NULL } };
+  luaL_newlib(L, f);
+  return 1;
+}
+]])
+      assert(os.execute(string.format("cc -shared -fPIC %s -o %s %s", inc, q(T .. "/apimod.so"), q(T .. "/apimod.c"))))
+      local code, out, err = run(string.format("-e 'local m = require(\"apimod\"); print(m.hello(\"api\", {1, 2, 3})); "
+        .. "print(\"[\" .. m.missing(%s) .. \"]\")'", "\"" .. table.concat(names, "\", \"") .. "\""),
+        { env = "LUA_CPATH=" .. q(T .. "/?.so") })
+      assert.equal("", err)
+      assert.equal(0, code)
+      assert.equal("hello, api: 3\n[]\n", out)
+    end)
+
     it("searches the build share and lib directories first", function()
       local code, out = run("-e 'print(package.path); print(package.cpath)'",
         { env = "LUA_PATH='/x/?.lua;;'" })
