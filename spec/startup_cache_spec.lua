@@ -121,6 +121,31 @@ describe("the compiled-module cache of hcp", function()
     assert.equals(0, c2)
   end)
 
+  it("keeps each module's source name and lines, and drops only the names of its locals", function()
+    local dir = private_dir()
+    hcp_in(dir, "--version")
+    local cached, source
+    for _, f in ipairs(cache_files(dir .. "/luac", "%.luac$")) do
+      local chunk = assert(load(S.read(f), "=cache", "b"))
+      local from = debug.getinfo(chunk, "S").source
+      if from:match("/hcp/json%.lua$") then
+        cached, source = chunk(), assert(loadfile(from:sub(2)))()
+      end
+    end
+    assert.is_table(cached, "hcp/json.lua is among the files")
+    for _, name in ipairs({ "array", "is_utf8", "sanitize", "base64" }) do
+      local a, b = debug.getinfo(cached[name], "S"), debug.getinfo(source[name], "S")
+      assert.equals(b.source, a.source)
+      assert.equals(b.linedefined, a.linedefined)
+      assert.equals(b.lastlinedefined, a.lastlinedefined)
+      assert.is_string(debug.getlocal(source[name], 1))
+      assert.is_nil(debug.getlocal(cached[name], 1), name .. "'s parameter still has its name")
+    end
+    -- and it works the same
+    assert.equals(source.base64("hcp-lua"), cached.base64("hcp-lua"))
+    assert.same(source.sanitize("a\0b"), cached.sanitize("a\0b"))
+  end)
+
   it("a cache file that is damaged, or not ours alone, is not loaded: the source is", function()
     local dir = private_dir()
     local want = hcp_in(dir, "--version")

@@ -6,6 +6,7 @@
 #ifndef HCP_LUA_H
 #define HCP_LUA_H
 
+#include <stddef.h>
 #include <lua.h>
 
 /* Prefix of error messages ("hcp-lua", "hcp", "hcpx"); NULL in the REPL,
@@ -24,6 +25,11 @@ void hcp_lua_set_sigint(void (*handler)(int), int flags);
 /* hcp and hcpx load their Lua modules compiled, from a cache only our uid
  * may write (luac_cache.c). */
 void hcp_luac_install(lua_State *L);
+
+/* The chunk lua_dump wrote (in, len) without its local variables' names,
+ * into out (len bytes are enough): the copy's length, or 0 where the chunk
+ * is not what this Lua writes (luac_trim.c). */
+size_t hcp_luac_trim(const unsigned char *in, size_t len, unsigned char *out);
 
 /* The interactive loop (repl.c): reads, runs and prints until EOF. */
 void hcp_lua_repl(lua_State *L);

@@ -71,26 +71,58 @@ static void drop_older(const char *path)
     closedir(d);
 }
 
+/* lua_dump's bytes, gathered in one growing buffer. */
+struct dump { unsigned char *p; size_t len, cap; };
+
 static int dump_writer(lua_State *L, const void *p, size_t sz, void *ud)
 {
+    struct dump *d = ud;
     (void)L;
-    return fwrite(p, 1, sz, ud) == sz ? 0 : 1;
+    if (d->len + sz > d->cap) {
+        size_t cap = d->cap ? d->cap : 16384;
+        while (cap < d->len + sz)
+            cap *= 2;
+        unsigned char *n = realloc(d->p, cap);
+        if (!n)
+            return 1;
+        d->p = n;
+        d->cap = cap;
+    }
+    memcpy(d->p + d->len, p, sz);
+    d->len += sz;
+    return 0;
 }
 
-/* Writes the function on top of the stack, compiled, to path (atomically). */
+/* Writes the function on top of the stack, compiled, to path (atomically):
+ * without the names of its locals where the trim can (luac_trim.c), as
+ * dumped otherwise. */
 static void store(lua_State *L, const char *path)
 {
     char tmp[PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    FILE *f = fd < 0 ? NULL : fdopen(fd, "wb");
-    if (!f) {
-        if (fd >= 0)
-            close(fd);
+    struct dump d = { NULL, 0, 0 };
+    if (lua_dump(L, dump_writer, &d, 0) != 0 || d.len == 0) {
+        free(d.p);
         return;
     }
-    int bad = lua_dump(L, dump_writer, f, 0) != 0;
-    bad = fclose(f) != 0 || bad;
+    unsigned char *trimmed = malloc(d.len);
+    size_t n = trimmed ? hcp_luac_trim(d.p, d.len, trimmed) : 0;
+    const unsigned char *bytes = n ? trimmed : d.p;
+    size_t len = n ? n : d.len;
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int bad = fd < 0;
+    for (size_t off = 0; !bad && off < len;) {
+        ssize_t w = write(fd, bytes + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        bad = w <= 0;
+        off += bad ? 0 : (size_t)w;
+    }
+    bad = (fd >= 0 && close(fd) != 0) || bad;
+    free(trimmed);
+    free(d.p);
+    if (fd < 0)
+        return;
     if (bad || rename(tmp, path) < 0)
         unlink(tmp);
     else
@@ -112,7 +144,7 @@ static int searcher(lua_State *L)
     struct stat st;
     char path[PATH_MAX];
     int keyed = stat(src, &st) == 0 &&
-                (size_t)snprintf(path, sizeof path, "%s/%016llx-%llx-%llx-%lld.%ld.luac", cache_dir, hcp_fnv1a(src),
+                (size_t)snprintf(path, sizeof path, "%s/%016llx-%llx-%llx-%lld.%ld-t.luac", cache_dir, hcp_fnv1a(src),
                                  (unsigned long long)st.st_ino, (unsigned long long)st.st_size,
                                  (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec) < sizeof path;
     size_t len;

@@ -6,8 +6,10 @@
  * seccomp filter and runs the same refusals as the openat2 path. Last,
  * hcp_rootfs_extends: when the early child's view, begun before its call's
  * plan, may be finished with that plan (src/early.c), and the one sender
- * and receiver of descriptors its plan goes through. */
+ * and receiver of descriptors its plan goes through; and the trim of the
+ * compiled-module cache's chunks (src/luac_trim.c). */
 #include "hcp_core.h"
+#include "hcp_lua.h"
 #include "isolation.h"
 
 #include <errno.h>
@@ -27,6 +29,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 
+#include <lauxlib.h>
 #include <lualib.h>
 
 #ifndef SYS_openat2
@@ -459,6 +462,95 @@ static void test_fds(void)
         close(fds[i]);
 }
 
+
+/* ---- hcp_luac_trim -------------------------------------------------------- */
+
+struct bytes { unsigned char p[65536]; size_t len; };
+
+static int gather(lua_State *L, const void *p, size_t sz, void *ud)
+{
+    struct bytes *d = ud;
+    (void)L;
+    if (d->len + sz > sizeof d->p)
+        return 1;
+    memcpy(d->p + d->len, p, sz);
+    d->len += sz;
+    return 0;
+}
+
+/* What the probe chunk's function returns: the name of its first local,
+ * a sum of the chunk's constants, and an error's traceback. */
+static char *run_chunk(const unsigned char *chunk, size_t len)
+{
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    int ok = luaL_loadbufferx(L, (const char *)chunk, len, "=unused", "b") == LUA_OK &&
+             lua_pcall(L, 0, 1, 0) == LUA_OK && lua_pcall(L, 0, 1, 0) == LUA_OK;
+    char *r = strdup(ok ? lua_tostring(L, -1) : "the chunk failed");
+    lua_close(L);
+    return r;
+}
+
+static void test_luac_trim(void)
+{
+    /* locals, upvalues, nested functions, every kind of constant, a long
+     * string, and an error three calls deep */
+    static const char src[] =
+        "local answer, pi, big = 42, 3.5, 1 << 40\n"
+        "local flags = { true, false, nil, 'short', string.rep('long ', 20) }\n"
+        "local t = nil\n"
+        "local function inner(depth)\n"
+        "  local here = depth\n"
+        "  if here == 0 then return t.field end\n"
+        "  local deeper = inner(here - 1)\n"
+        "  return deeper\n"
+        "end\n"
+        "return function()\n"
+        "  local marker = answer\n"
+        "  local _, trace = xpcall(inner, debug.traceback, 2)\n"
+        "  return table.concat({ (debug.getlocal(1, 1)), tostring(marker + pi + big + #flags), trace }, '\\n')\n"
+        "end\n";
+    static struct bytes full, out, bad;
+    lua_State *L = luaL_newstate();
+    CHECK(luaL_loadbufferx(L, src, sizeof src - 1, "@probe.lua", "t") == LUA_OK, "the probe compiles");
+    CHECK(lua_dump(L, gather, &full, 0) == 0 && full.len > 0, "dumped");
+    lua_close(L);
+    size_t len = full.len, n = hcp_luac_trim(full.p, len, out.p);
+    CHECK(n > 0 && n < len, "trimmed to %zu of %zu bytes", n, len);
+
+    /* the same constants, error, positions and traceback (the upvalues keep
+     * their names); only the local's name is gone */
+    char *want = run_chunk(full.p, len), *got = run_chunk(out.p, n);
+    CHECK(strncmp(want, "marker\n", 7) == 0, "the chunk as dumped names its local: %s", want);
+    CHECK(strncmp(got, "(temporary)\n", 12) == 0, "the trimmed chunk does not: %s", got);
+    const char *rest_want = strchr(want, '\n'), *rest_got = strchr(got, '\n');
+    CHECK(rest_want && rest_got && strcmp(rest_want, rest_got) == 0, "the same otherwise:\n%s\n---\n%s", want, got);
+    CHECK(strstr(got, "probe.lua:6: attempt to index a nil value (upvalue 't')") != NULL &&
+          strstr(got, "probe.lua:7: in ") != NULL && strstr(got, "'inner'") != NULL, "positions and names kept: %s", got);
+    free(want);
+    free(got);
+
+    /* anything but a whole chunk as this Lua dumps it is refused, and
+     * never read past its end (make check: ASan) */
+    int refused = 1;
+    for (size_t cut = 0; cut < len; cut++) {
+        unsigned char *part = malloc(cut ? cut : 1);
+        memcpy(part, full.p, cut);
+        refused = refused && hcp_luac_trim(part, cut, bad.p) == 0;
+        free(part);
+    }
+    CHECK(refused, "every truncation of the chunk is refused");
+    memcpy(bad.p, full.p, len);
+    bad.p[len] = 0x80;
+    CHECK(hcp_luac_trim(bad.p, len + 1, out.p) == 0, "a byte left over is refused");
+    memcpy(bad.p, full.p, len);
+    bad.p[4] = 0x53;
+    CHECK(hcp_luac_trim(bad.p, len, out.p) == 0, "another version's chunk is refused");
+    memcpy(bad.p, full.p, len);
+    memset(bad.p + 32, 0x7f, len - 32);   /* sizes that never end */
+    CHECK(hcp_luac_trim(bad.p, len, out.p) == 0, "a size without its last byte is refused");
+}
+
 int main(void)
 {
     test_normalize();
@@ -467,6 +559,7 @@ int main(void)
     test_beneath();
     test_extends();
     test_fds();
+    test_luac_trim();
     printf("test_paths: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
