@@ -2,8 +2,8 @@
  * Lua modules of `hcp run` takes ~4 ms of every invocation; loading them
  * compiled takes a fraction of it. A searcher placed before Lua's own finds
  * a module's source on package.path as Lua would, and loads the chunk
- * compiled from it (lua_dump, debug information kept: tracebacks still name
- * the source) from a file named after the source's path, inode, size and
+ * compiled from it (lua_dump, without the names of locals — luac_trim.c;
+ * source names and lines kept: tracebacks are the same) from a file named after the source's path, inode, size and
  * modification time, in a directory only the interpreter's uid may write —
  * $HCP_RUNTIME_DIR/luac when set, else /run/hcp-lua/luac for root,
  * $XDG_RUNTIME_DIR/hcp-lua/luac otherwise, no cache without one; a file is used only if it is a regular file owned by
