@@ -146,6 +146,59 @@ describe("the compiled-module cache of hcp", function()
     assert.same(source.sanitize("a\0b"), cached.sanitize("a\0b"))
   end)
 
+  -- An install tree of our own (hcp-lua and a copy of hcp's modules), so
+  -- that a case may change a module's file.
+  local function tree()
+    local prefix = S.tmpdir("tree-")
+    assert(os.execute(string.format("mkdir -p %s/bin %s/share/lua/5.4 && cp %s %s/bin/hcp-lua && "
+      .. "ln -s hcp-lua %s/bin/hcp && cp -r %s %s/share/lua/5.4/hcp", q(prefix), q(prefix), q(S.HCP_LUA), q(prefix),
+      q(prefix), q(S.REPO .. "/lua/hcp"), q(prefix))))
+    return prefix, prefix .. "/share/lua/5.4/hcp/json.lua"
+  end
+  local function json_cache(dir)
+    for _, f in ipairs(cache_files(dir .. "/luac", "%.luac$")) do
+      local chunk = assert(load(S.read(f), "=cache", "b"))
+      if debug.getinfo(chunk, "S").source:match("/hcp/json%.lua$") then return f end
+    end
+  end
+  local function tree_hcp(prefix, dir, env)
+    return S.sh(string.format("env HCP_RUNTIME_DIR=%s %s %s --version 2>&1", q(dir), env or "",
+      q(prefix .. "/bin/hcp")))
+  end
+
+  it("compiles a source again after its mode changed: its change time is in the cache file's name", function()
+    local prefix, json = tree()
+    local dir = private_dir()
+    local out, code = tree_hcp(prefix, dir)
+    assert.equals(0, code, out)
+    local before = assert(json_cache(dir))
+    local n = #cache_files(dir .. "/luac", "%.luac$")
+    assert(os.execute("chmod 600 " .. q(json)))
+    out, code = tree_hcp(prefix, dir)
+    assert.equals(0, code, out)
+    local after = assert(json_cache(dir))
+    assert.are_not.equals(before, after)
+    assert.is_nil(core.kind(before), "the file of the source's earlier state was left")
+    assert.equals(n, #cache_files(dir .. "/luac", "%.luac$"))
+  end)
+
+  it("skips a source it cannot read, as Lua's own searcher does, though the cache has its chunk", function()
+    if core.geteuid() == 0 then pending("needs a user who is not root: root reads a file of mode 000") return end
+    local prefix, json = tree()
+    local dir = private_dir()
+    tree_hcp(prefix, dir)
+    assert.is_string(json_cache(dir))
+    -- the next template on package.path has a json.lua that says so
+    local later = S.tmpdir("later-")
+    assert(os.execute("mkdir -p " .. q(later .. "/hcp")))
+    S.write(later .. "/hcp/json.lua", "io.stderr:write('the later json.lua\\n')\n" .. S.read(json))
+    assert(os.execute("chmod 000 " .. q(json)))
+    local out, code = tree_hcp(prefix, dir, "LUA_PATH=" .. q(later .. "/?.lua;;"))
+    assert(os.execute("chmod 644 " .. q(json)))
+    assert.equals(0, code, out)
+    assert.matches("^the later json.lua\nhcp %(hcp%-lua%)", out)
+  end)
+
   it("a cache file that is damaged, or not ours alone, is not loaded: the source is", function()
     local dir = private_dir()
     local want = hcp_in(dir, "--version")

@@ -4,7 +4,7 @@
  * a module's source on package.path as Lua would, and loads the chunk
  * compiled from it (lua_dump, without the names of locals — luac_trim.c;
  * source names and lines kept: tracebacks are the same) from a file named after the source's path, inode, size and
- * modification time, in a directory only the interpreter's uid may write —
+ * change time, in a directory only the interpreter's uid may write —
  * $HCP_RUNTIME_DIR/luac when set, else /run/hcp-lua/luac for root,
  * $XDG_RUNTIME_DIR/hcp-lua/luac otherwise, no cache without one; a file is used only if it is a regular file owned by
  * us, mode 0600. A changed source has another name: it is compiled again,
@@ -129,39 +129,79 @@ static void store(lua_State *L, const char *path)
         drop_older(path);
 }
 
-/* package.searchers entry: loader, filename, or a message. */
-static int searcher(lua_State *L)
+/* The cache file of a source as it is now (path, inode, size, change
+ * time: any write, chmod, chown or rename of it gives another name). */
+static int cache_name(const char *src, const struct stat *st, char *path, size_t size)
 {
-    const char *name = luaL_checkstring(L, 1);
-    lua_getglobal(L, "package");
-    lua_getfield(L, -1, "searchpath");
-    lua_pushstring(L, name);
-    lua_getfield(L, -3, "path");
-    lua_call(L, 2, 2);
-    if (lua_isnil(L, -2))
-        return 1;   /* the message, as Lua's own searcher gives it */
-    const char *src = lua_tostring(L, -2);
-    struct stat st;
+    int w = snprintf(path, size, "%s/%016llx-%llx-%llx-%lld.%ld-t.luac", cache_dir, hcp_fnv1a(src),
+                     (unsigned long long)st->st_ino, (unsigned long long)st->st_size,
+                     (long long)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+    return w > 0 && (size_t)w < size;
+}
+
+/* One candidate file: 1 with its chunk on the stack, 0 when it cannot be
+ * opened (the search goes on, as package.searchpath skips a file it cannot
+ * open), or a raised error for one that does not compile. */
+static int load_candidate(lua_State *L, const char *name, const char *src, const struct stat *st)
+{
     char path[PATH_MAX];
-    int keyed = stat(src, &st) == 0 &&
-                (size_t)snprintf(path, sizeof path, "%s/%016llx-%llx-%llx-%lld.%ld-t.luac", cache_dir, hcp_fnv1a(src),
-                                 (unsigned long long)st.st_ino, (unsigned long long)st.st_size,
-                                 (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec) < sizeof path;
+    int keyed = cache_name(src, st, path, sizeof path);
     size_t len;
     char *chunk = keyed ? read_own(path, &len) : NULL;
     int r = chunk ? luaL_loadbufferx(L, chunk, len, src, "b") : LUA_ERRFILE;
     free(chunk);
-    if (r != LUA_OK) {
-        if (chunk)
-            lua_pop(L, 1);
-        /* the source, as Lua's own searcher would load it (and say why not) */
-        if (luaL_loadfilex(L, src, "t") != LUA_OK)
-            return luaL_error(L, "error loading module '%s' from file '%s':\n\t%s", name, src, lua_tostring(L, -1));
-        if (keyed)
-            store(L, path);
+    if (r == LUA_OK)
+        return 1;
+    if (chunk)
+        lua_pop(L, 1);
+    /* the source, as Lua's own searcher would load it (and say why not) */
+    r = luaL_loadfilex(L, src, "t");
+    if (r == LUA_ERRFILE) {
+        lua_pop(L, 1);
+        return 0;
     }
-    lua_pushstring(L, src);
-    return 2;
+    if (r != LUA_OK)
+        return luaL_error(L, "error loading module '%s' from file '%s':\n\t%s", name, src, lua_tostring(L, -1));
+    if (keyed)
+        store(L, path);
+    return 1;
+}
+
+/* package.searchers entry: loader, filename, or a message. The templates
+ * of package.path in order, as package.searchpath tries them, but a
+ * candidate is asked for with one stat (its cache name needs it) instead
+ * of being opened and closed first. */
+static int searcher(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "path");
+    const char *tmpl = lua_tostring(L, -1);
+    if (!tmpl)
+        return luaL_error(L, "'package.path' must be a string");
+    const char *file = luaL_gsub(L, name, ".", LUA_DIRSEP);
+    int top = lua_gettop(L);
+    while (*tmpl) {
+        const char *end = strchr(tmpl, *LUA_PATH_SEP);
+        size_t n = end ? (size_t)(end - tmpl) : strlen(tmpl);
+        if (n > 0) {
+            lua_pushlstring(L, tmpl, n);
+            const char *src = luaL_gsub(L, lua_tostring(L, -1), LUA_PATH_MARK, file);
+            struct stat st;
+            if (stat(src, &st) == 0 && load_candidate(L, name, src, &st)) {
+                lua_pushstring(L, src);
+                return 2;
+            }
+            lua_settop(L, top);
+        }
+        tmpl += n + (end ? 1 : 0);
+    }
+    /* not found: the message Lua's own searcher gives */
+    lua_getfield(L, -3, "searchpath");
+    lua_pushstring(L, name);
+    lua_getfield(L, -5, "path");
+    lua_call(L, 2, 2);
+    return 1;
 }
 
 void hcp_luac_install(lua_State *L)
