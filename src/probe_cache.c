@@ -105,9 +105,12 @@ int hcp_probe_key(char *key, size_t size)
 int hcp_own_dir(const char *dir)
 {
     struct stat st;
-    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-        return 0;
-    return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077) == 0;
+    /* there already, at every start but the first: one lstat */
+    if (lstat(dir, &st) < 0) {
+        if (errno != ENOENT || (mkdir(dir, 0700) < 0 && errno != EEXIST) || lstat(dir, &st) < 0)
+            return 0;
+    }
+    return S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077) == 0;
 }
 
 /* FNV-1a: one cache file per key, so runtimes of different builds or
