@@ -3,8 +3,9 @@
  * compiled takes a fraction of it. A searcher placed before Lua's own finds
  * a module's source on package.path as Lua would, and loads the chunk
  * compiled from it (lua_dump, without the names of locals — luac_trim.c;
- * source names and lines kept: tracebacks are the same) from a file named after the source's path, inode, size and
- * change time, in a directory only the interpreter's uid may write —
+ * source names and lines kept: tracebacks are the same) from a file
+ * named after the source's path, inode, size and change time, in a
+ * directory only the interpreter's uid may write —
  * $HCP_RUNTIME_DIR/luac when set, else /run/hcp-lua/luac for root,
  * $XDG_RUNTIME_DIR/hcp-lua/luac otherwise, no cache without one; a file is used only if it is a regular file owned by
  * us, mode 0600. A changed source has another name: it is compiled again,
@@ -148,12 +149,13 @@ static int load_candidate(lua_State *L, const char *name, const char *src, const
     int keyed = cache_name(src, st, path, sizeof path);
     size_t len;
     char *chunk = keyed ? read_own(path, &len) : NULL;
-    int r = chunk ? luaL_loadbufferx(L, chunk, len, src, "b") : LUA_ERRFILE;
+    int cached = chunk != NULL;
+    int r = cached ? luaL_loadbufferx(L, chunk, len, src, "b") : LUA_ERRFILE;
     free(chunk);
     if (r == LUA_OK)
         return 1;
-    if (chunk)
-        lua_pop(L, 1);
+    if (cached)
+        lua_pop(L, 1);   /* the message of a damaged file: the source is loaded instead */
     /* the source, as Lua's own searcher would load it (and say why not) */
     r = luaL_loadfilex(L, src, "t");
     if (r == LUA_ERRFILE) {
