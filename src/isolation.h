@@ -146,6 +146,10 @@ int hcp_probe_cache_write(const char *path, const char *key, const void *blob, s
 int hcp_runtime_dir(char *dir, size_t size);
 int hcp_own_dir(const char *dir);
 unsigned long long hcp_fnv1a(const char *s);
+/* A file of those caches written whole or not at all (a private temporary
+ * renamed into place): 0, or -1 with nothing left behind. */
+struct iovec;
+int hcp_cache_write(const char *path, const struct iovec *iov, int n);
 
 /* ---- network namespaces kept for reuse (netns_pool.c) -------------------- */
 

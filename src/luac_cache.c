@@ -27,6 +27,7 @@
 #include <dirent.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 static char cache_dir[PATH_MAX];
@@ -99,35 +100,16 @@ static int dump_writer(lua_State *L, const void *p, size_t sz, void *ud)
  * dumped otherwise. */
 static void store(lua_State *L, const char *path)
 {
-    char tmp[PATH_MAX + 32];
     struct dump d = { NULL, 0, 0 };
-    if (lua_dump(L, dump_writer, &d, 0) != 0 || d.len == 0) {
-        free(d.p);
-        return;
+    if (lua_dump(L, dump_writer, &d, 0) == 0 && d.len > 0) {
+        unsigned char *trimmed = malloc(d.len);
+        size_t n = trimmed ? hcp_luac_trim(d.p, d.len, trimmed) : 0;
+        struct iovec iov = { n ? trimmed : d.p, n ? n : d.len };
+        if (hcp_cache_write(path, &iov, 1) == 0)
+            drop_older(path);
+        free(trimmed);
     }
-    unsigned char *trimmed = malloc(d.len);
-    size_t n = trimmed ? hcp_luac_trim(d.p, d.len, trimmed) : 0;
-    const unsigned char *bytes = n ? trimmed : d.p;
-    size_t len = n ? n : d.len;
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    int bad = fd < 0;
-    for (size_t off = 0; !bad && off < len;) {
-        ssize_t w = write(fd, bytes + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        bad = w <= 0;
-        off += bad ? 0 : (size_t)w;
-    }
-    bad = (fd >= 0 && close(fd) != 0) || bad;
-    free(trimmed);
     free(d.p);
-    if (fd < 0)
-        return;
-    if (bad || rename(tmp, path) < 0)
-        unlink(tmp);
-    else
-        drop_older(path);
 }
 
 /* The cache file of a source as it is now (path, inode, size, change

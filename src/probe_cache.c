@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define KEY_MAX 8192
@@ -166,18 +167,35 @@ int hcp_probe_cache_read(const char *path, const char *key, void *blob, size_t b
     return ok ? 0 : -1;
 }
 
-int hcp_probe_cache_write(const char *path, const char *key, const void *blob, size_t blob_size)
+/* A cache file, whole or not at all: the pieces written to a private
+ * temporary (mode 0600, never through a link), then renamed into place. */
+int hcp_cache_write(const char *path, const struct iovec *iov, int n)
 {
     char tmp[PATH_MAX + 32];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return -1;
-    size_t klen = strlen(key);
-    int ok = write(fd, key, klen) == (ssize_t)klen && write(fd, "\n", 1) == 1 &&
-             write(fd, blob, blob_size) == (ssize_t)blob_size;
+    int ok = 1;
+    for (int i = 0; ok && i < n; i++) {
+        const char *p = iov[i].iov_base;
+        for (size_t left = iov[i].iov_len; ok && left > 0;) {
+            ssize_t w = write(fd, p, left);
+            if (w < 0 && errno == EINTR)
+                continue;
+            ok = w > 0;
+            p += ok ? w : 0;
+            left -= ok ? (size_t)w : 0;
+        }
+    }
     ok = close(fd) == 0 && ok && rename(tmp, path) == 0;
     if (!ok)
         unlink(tmp);
     return ok ? 0 : -1;
+}
+
+int hcp_probe_cache_write(const char *path, const char *key, const void *blob, size_t blob_size)
+{
+    struct iovec iov[] = { { (void *)key, strlen(key) }, { "\n", 1 }, { (void *)blob, blob_size } };
+    return hcp_cache_write(path, iov, 3);
 }
