@@ -105,8 +105,18 @@ describe("the probe cache", function()
 end)
 
 describe("the compiled-module cache of hcp", function()
-  local function hcp_in(dir, args, env)
-    return S.sh(string.format("env HCP_RUNTIME_DIR=%s %s %s %s 2>&1", q(dir), env or "", q(HCP), args))
+  -- `hcp args` (or another hcp: exe) with `dir` as its runtime directory
+  local function hcp_in(dir, args, env, exe)
+    return S.sh(string.format("env HCP_RUNTIME_DIR=%s %s %s %s 2>&1", q(dir), env or "", q(exe or HCP), args))
+  end
+
+  -- The cache file compiled from hcp/json.lua, its chunk, and the source's path.
+  local function json_cache(dir)
+    for _, f in ipairs(cache_files(dir .. "/luac", "%.luac$")) do
+      local chunk = assert(load(S.read(f), "=cache", "b"))
+      local from = debug.getinfo(chunk, "S").source
+      if from:match("/hcp/json%.lua$") then return f, chunk, from:sub(2) end
+    end
   end
 
   it("hcp compiles its modules once, into files that are ours alone, and runs the same from them", function()
@@ -124,15 +134,9 @@ describe("the compiled-module cache of hcp", function()
   it("keeps each module's source name and lines, and drops only the names of its locals", function()
     local dir = private_dir()
     hcp_in(dir, "--version")
-    local cached, source
-    for _, f in ipairs(cache_files(dir .. "/luac", "%.luac$")) do
-      local chunk = assert(load(S.read(f), "=cache", "b"))
-      local from = debug.getinfo(chunk, "S").source
-      if from:match("/hcp/json%.lua$") then
-        cached, source = chunk(), assert(loadfile(from:sub(2)))()
-      end
-    end
-    assert.is_table(cached, "hcp/json.lua is among the files")
+    local file, chunk, from = json_cache(dir)
+    assert.is_string(file, "hcp/json.lua is among the files")
+    local cached, source = chunk(), assert(loadfile(from))()
     for _, name in ipairs({ "array", "is_utf8", "sanitize", "base64" }) do
       local a, b = debug.getinfo(cached[name], "S"), debug.getinfo(source[name], "S")
       assert.equals(b.source, a.source)
@@ -155,15 +159,8 @@ describe("the compiled-module cache of hcp", function()
       q(prefix), q(S.REPO .. "/lua/hcp"), q(prefix))))
     return prefix, prefix .. "/share/lua/5.4/hcp/json.lua"
   end
-  local function json_cache(dir)
-    for _, f in ipairs(cache_files(dir .. "/luac", "%.luac$")) do
-      local chunk = assert(load(S.read(f), "=cache", "b"))
-      if debug.getinfo(chunk, "S").source:match("/hcp/json%.lua$") then return f end
-    end
-  end
   local function tree_hcp(prefix, dir, env)
-    return S.sh(string.format("env HCP_RUNTIME_DIR=%s %s %s --version 2>&1", q(dir), env or "",
-      q(prefix .. "/bin/hcp")))
+    return hcp_in(dir, "--version", env, prefix .. "/bin/hcp")
   end
 
   it("compiles a source again after its mode changed: its change time is in the cache file's name", function()

@@ -388,7 +388,7 @@ function M.file_flags_from_help(help) return require("hcp.cli_wrap").file_flags_
 ---@return string[] inputs, string[] outputs
 function M.flags_from_help(help) return require("hcp.cli_wrap").flags_from_help(help) end
 
-local function cmd_wrap(a) return require("hcp.cli_wrap").run(a, prog) end
+local function cmd_wrap(a) return require("hcp.cli_wrap").run(a, prog, say) end
 
 -- ---- hcp completion ---------------------------------------------------
 

@@ -11,12 +11,8 @@ local manifest = require("hcp.manifest")
 local sandbox = require("hcp.sandbox")
 local json = require("hcp.json")
 
-local stdout, stderr = io.stdout, io.stderr
-local prog = "hcp"
-
-local function say(fmt, ...)
-  stderr:write(prog, ": ", string.format(fmt, ...), "\n")
-end
+local stdout = io.stdout
+local prog = "hcp" -- the program's name in the next step the report suggests
 
 -- Metavariables that name a file in help texts: FILE, <file>, PATH, FILENAME,
 -- OUTFILE, [=FILE] …
@@ -222,11 +218,12 @@ local function wrap_steps(a)
   return t, doc, flags
 end
 
---- The command: its exit status. `name` is the program's name for messages.
+--- The command: its exit status.
 ---@param a table parsed arguments
----@param name string
+---@param name string the program's name
+---@param say fun(fmt: string, ...) hcp.cli's one-line message on stderr
 ---@return integer
-function M.run(a, name)
+function M.run(a, name, say)
   prog = name
   local t, doc, flags = wrap_steps(a)
   if not t then
