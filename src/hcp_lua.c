@@ -531,7 +531,7 @@ static int pcli(lua_State *L)
     /* The collector was stopped while the state was set up (main), as
      * lua.c does; the command itself runs with it, as lua.c's script does:
      * `hcp call` and `hcp mcp` serve requests for hours. Incremental:
-     * entering generational mode is a full collection (~0.1 ms). */
+     * entering generational mode is a full collection. */
     lua_gc(L, LUA_GCRESTART);
     lua_pushstring(L, name);
     lua_createtable(L, argc > 1 ? argc - 1 : 0, 0);
