@@ -23,10 +23,10 @@ local function run(cmd)
   local p = assert(io.popen(cmd .. " 2>&1"))
   local out = p:read("a")
   p:close()
-  local s, n, rss, copy = out:match("^(%S+) (%d+) (%d+) ?(%S*)")
+  local s, n, rss = out:match("^(%S+) (%d+) (%d+)")
   assert(s, "bench: " .. cmd .. ": " .. out)
   assert(tonumber(n) == bytes, string.format("bench: %s got %s bytes, not %d", cmd, n, bytes))
-  return { secs = tonumber(s), rss = tonumber(rss), copy = tonumber(copy) or 0 }
+  return { secs = tonumber(s), rss = tonumber(rss) }
 end
 
 local cases = {
@@ -61,8 +61,4 @@ for _, k in ipairs({ "c", "capture", "stream" }) do
   end
   print(line)
 end
-local c_secs, copy = med("c", "secs"), med("capture", "copy")
-print(string.format("  floor of a captured result: one copy of the bytes into a Lua string (lua_pushlstring; Lua 5.4 "
-  .. "cannot adopt a buffer) took %.0f ms here, so at best %.2fx C and 2x the bytes in memory at that moment; "
-  .. "a caller that cannot afford it streams", copy * 1e3, c_secs / (c_secs + copy)))
 lib.cleanup()

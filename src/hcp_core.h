@@ -54,6 +54,30 @@ int hcp_send_fds(int sock, char byte, const int *fds, int n);
  * errno (EMSGSIZE: more than max came, none is kept). pathutil.c. */
 int hcp_recv_fds(int sock, int flags, char *byte, int *fds, int max);
 
+/* A growing byte buffer that becomes a Lua string without a copy
+ * (strbuf.c): allocated through the state's own allocator, with room for a
+ * string object's header (head bytes) in front of the bytes. */
+struct hcp_strbuf {
+    char *block;        /* head + cap + 1 bytes, or NULL */
+    size_t head, len, cap;
+    lua_Alloc f;        /* the state's allocator, which frees it too */
+    void *ud;
+};
+/* An empty buffer for strings of L's state. */
+void hcp_strbuf_init(struct hcp_strbuf *b, lua_State *L);
+/* Room for at least one more byte, cap doubled up to max: 0, or -1 when
+ * full at max or out of memory (the bytes held stay). */
+int hcp_strbuf_grow(struct hcp_strbuf *b, size_t max);
+static inline char *hcp_strbuf_data(const struct hcp_strbuf *b)
+{
+    return b->block + b->head;
+}
+/* Pushes the bytes as a Lua string (the block itself when it can be,
+ * else a copy) and leaves the buffer empty. */
+void hcp_strbuf_push(lua_State *L, struct hcp_strbuf *b);
+/* Frees the bytes (idempotent). */
+void hcp_strbuf_free(struct hcp_strbuf *b);
+
 /* Push nil, "<prefix>: <strerror(err)>", err and return 3 (paths.c).
  * err is passed in because errno must be saved before any Lua call. */
 int hcp_push_oserror(lua_State *L, int err, const char *fmt, ...)

@@ -408,6 +408,8 @@ static proc_t *new_proc(lua_State *L, const struct spawn_opts *o, int *pidx)
     p->pidfd = p->in_fd = p->out[0].fd = p->out[1].fd = -1;
     p->out[0].tee = o->tee[0];   /* the caller's fds: never closed here */
     p->out[1].tee = o->tee[1];
+    hcp_strbuf_init(&p->out[0].cap, L);
+    hcp_strbuf_init(&p->out[1].cap, L);
     for (int i = 0; i < NTMP; i++)
         p->tmp[i] = -1;
     luaL_setmetatable(L, PROC_MT);

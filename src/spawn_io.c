@@ -107,8 +107,7 @@ void hcp_proc_release(proc_t *p)
         hcp_closefd(&p->tmp[i]);
     for (int i = 0; i < 2; i++) {
         hcp_closefd(&p->out[i].fd);
-        free(p->out[i].buf);
-        p->out[i].buf = NULL;
+        hcp_strbuf_free(&p->out[i].cap);
         free(p->out[i].pend);
         p->out[i].pend = NULL;
         p->out[i].plen = p->out[i].pcap = 0;
@@ -288,25 +287,6 @@ static void proc_check_exit(proc_t *p)
     now_draining(p);
 }
 
-/* One buffer per stream, doubled as it fills: past glibc's mmap threshold
- * realloc moves pages (mremap), it copies nothing. (Offering it huge pages,
- * MADV_HUGEPAGE, made a 256 MiB capture 2x slower here: the faults then
- * compact memory.) */
-static int grow(struct stream *s, size_t max)
-{
-    if (s->cap > s->len)
-        return 0;
-    size_t cap = s->cap ? s->cap * 2 : 65536;
-    if (cap > max)
-        cap = max;
-    char *b = realloc(s->buf, cap);
-    if (!b)
-        return -1;
-    s->buf = b;
-    s->cap = cap;
-    return 0;
-}
-
 /* Copies a chunk to the caller's tee fd as it arrives (hcp run passes output
  * through this way, so the child never holds the caller's terminal). A
  * reader that went away, or any other error, ends the copying, never the
@@ -363,9 +343,14 @@ static void read_stream(proc_t *p, struct stream *s)
     for (int i = 0; i < 64; i++) {   /* bounded: other fds get their turn */
         char *dst = sink;
         size_t room = sizeof sink;
-        if (p->capture && s->len < p->max_output && grow(s, p->max_output) == 0) {
-            dst = s->buf + s->len;
-            room = s->cap - s->len;
+        /* one buffer per stream, doubled as it fills: past glibc's mmap
+         * threshold realloc moves pages (mremap), it copies nothing.
+         * (Offering it huge pages, MADV_HUGEPAGE, made a 256 MiB capture 2x
+         * slower here: the faults then compact memory.) */
+        struct hcp_strbuf *c = &s->cap;
+        if (p->capture && hcp_strbuf_grow(c, p->max_output) == 0) {
+            dst = hcp_strbuf_data(c) + c->len;
+            room = c->cap - c->len;
         }
         ssize_t n = read(s->fd, dst, room);
         if (n > 0) {
@@ -374,7 +359,7 @@ static void read_stream(proc_t *p, struct stream *s)
             if (p->streaming)
                 queue(p, s, dst, (size_t)n);
             if (dst != sink)
-                s->len += (size_t)n;
+                s->cap.len += (size_t)n;
             else if (p->capture)
                 s->truncated = 1;
         } else if (n < 0 && errno == EINTR) {

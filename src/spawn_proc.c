@@ -55,7 +55,7 @@ static void push_usage(lua_State *L, const struct usage *u)
 }
 
 /* Pushes the result of a done (or closed) proc at idx, building and caching
- * it the first time; the output buffers are freed once copied. */
+ * it the first time; the output buffers become its strings. */
 static void push_result(lua_State *L, int idx, proc_t *p)
 {
     static const char *const names[2] = { "stdout", "stderr" };
@@ -75,7 +75,7 @@ static void push_result(lua_State *L, int idx, proc_t *p)
     lua_pushinteger(L, code);
     lua_setfield(L, -2, "exit");
     for (int i = 0; i < 2; i++) {
-        lua_pushlstring(L, p->out[i].buf ? p->out[i].buf : "", p->out[i].len);
+        hcp_strbuf_push(L, &p->out[i].cap);   /* the buffer itself: no copy */
         lua_setfield(L, -2, names[i]);
     }
     setfield_bool(L, "stdout_truncated", p->out[0].truncated);
@@ -93,11 +93,6 @@ static void push_result(lua_State *L, int idx, proc_t *p)
     }
     lua_pushvalue(L, -1);
     lua_setiuservalue(L, idx, UV_RESULT);
-    for (int i = 0; i < 2; i++) {
-        free(p->out[i].buf);
-        p->out[i].buf = NULL;
-        p->out[i].len = p->out[i].cap = 0;
-    }
 }
 
 /* Optional timeout (ms) at idx as an absolute deadline. */

@@ -7,7 +7,8 @@
  * hcp_rootfs_extends: when the early child's view, begun before its call's
  * plan, may be finished with that plan (src/early.c), and the one sender
  * and receiver of descriptors its plan goes through; and the trim of the
- * compiled-module cache's chunks (src/luac_trim.c). */
+ * compiled-module cache's chunks (src/luac_trim.c), and the capture buffer
+ * that becomes a Lua string without a copy (src/strbuf.c). */
 #include "hcp_core.h"
 #include "hcp_lua.h"
 #include "isolation.h"
@@ -551,6 +552,111 @@ static void test_luac_trim(void)
     CHECK(hcp_luac_trim(bad.p, len, out.p) == 0, "a size without its last byte is refused");
 }
 
+/* A Lua allocator that keeps each block's size in front of it: every
+ * free and resize must name the size the block has (Lua's contract), and
+ * what is live at the end must be nothing. */
+struct sized {
+    size_t live;
+    int bad_osize;
+    int big_strings;   /* string objects of 64 KiB or more Lua allocated */
+};
+
+static void *sized_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    struct sized *z = ud;
+    size_t *h = ptr ? (size_t *)ptr - 2 : NULL;
+    size_t old = h ? h[0] : 0;
+    if (h && old != osize)
+        z->bad_osize++;
+    if (!h && osize == LUA_TSTRING && nsize >= 65536)
+        z->big_strings++;
+    if (nsize == 0) {
+        z->live -= old;
+        free(h);
+        return NULL;
+    }
+    size_t *n = realloc(h, nsize + 2 * sizeof *n);
+    if (!n)
+        return NULL;
+    z->live += nsize - old;
+    n[0] = nsize;
+    return n + 2;
+}
+
+/* hcp_strbuf (src/strbuf.c): a capture's bytes become a Lua string without
+ * a copy, the block allocated and freed through the state's allocator. */
+static void test_strbuf(void)
+{
+    struct sized z = { 0, 0, 0 };
+    lua_State *L = lua_newstate(sized_alloc, &z);
+    struct hcp_strbuf b;
+    hcp_strbuf_init(&b, L);
+    CHECK(b.head > 0 && b.head <= 256, "this liblua keeps a long string's bytes at its object's end (%zu)", b.head);
+
+    size_t max = (1 << 20) + 12345;
+    while (hcp_strbuf_grow(&b, max) == 0) {
+        for (size_t i = b.len; i < b.cap; i++)
+            hcp_strbuf_data(&b)[i] = (char)('a' + i % 23);
+        b.len = b.cap;
+    }
+    CHECK(b.len == max && b.cap == max, "grows to max exactly: %zu of %zu", b.len, max);
+    CHECK(hcp_strbuf_grow(&b, max) == -1 && b.len == max, "full at max: no more room, the bytes kept");
+
+    const char *data = hcp_strbuf_data(&b);
+    hcp_strbuf_push(L, &b);
+    size_t n;
+    const char *s = lua_tolstring(L, -1, &n);
+    CHECK(s == data && z.big_strings == 0, "the string is the buffer: no copy");
+    int same = n == max && s[n] == '\0';
+    for (size_t i = 0; same && i < n; i++)
+        same = s[i] == (char)('a' + i % 23);
+    CHECK(same, "the string holds the bytes, NUL-terminated");
+    CHECK(b.block == NULL && b.len == 0 && b.cap == 0, "the buffer is empty after the push");
+    lua_gc(L, LUA_GCCOLLECT);
+    CHECK(lua_tolstring(L, -1, &n) == s && n == max, "the string survives a collection");
+    lua_pop(L, 1);
+
+    /* room left over: the block fitted to the string before Lua owns it
+     * (Lua frees it with the string's size) */
+    struct hcp_strbuf r;
+    hcp_strbuf_init(&r, L);
+    while (r.len < 300000 && hcp_strbuf_grow(&r, 1 << 20) == 0)
+        r.len = r.cap;
+    r.len = 300000;
+    CHECK(r.cap > r.len, "room left: %zu of %zu", r.len, r.cap);
+    memset(hcp_strbuf_data(&r), 'r', r.len);
+    hcp_strbuf_push(L, &r);
+    s = lua_tolstring(L, -1, &n);
+    CHECK(z.big_strings == 0, "adopted too (under valgrind, realloc moves the block)");
+    CHECK(n == 300000 && s[0] == 'r' && s[n - 1] == 'r' && s[n] == '\0', "the bytes, no more");
+    lua_pop(L, 1);
+
+    /* short: copied, the block freed */
+    struct hcp_strbuf c;
+    hcp_strbuf_init(&c, L);
+    CHECK(hcp_strbuf_grow(&c, 100) == 0 && c.cap == 100, "a small max: one block of max bytes");
+    memcpy(hcp_strbuf_data(&c), "short", 5);
+    c.len = 5;
+    data = hcp_strbuf_data(&c);
+    hcp_strbuf_push(L, &c);
+    s = lua_tolstring(L, -1, &n);
+    CHECK(s != data && n == 5 && memcmp(s, "short", 5) == 0, "a short capture is copied");
+
+    /* empty, and a buffer freed unpushed */
+    struct hcp_strbuf e;
+    hcp_strbuf_init(&e, L);
+    hcp_strbuf_push(L, &e);
+    CHECK(lua_tolstring(L, -1, &n) && n == 0, "an empty capture is \"\"");
+    hcp_strbuf_init(&e, L);
+    CHECK(hcp_strbuf_grow(&e, 1 << 20) == 0, "room");
+    hcp_strbuf_free(&e);
+    hcp_strbuf_free(&e);
+    CHECK(e.block == NULL, "freed, twice harmlessly");
+    lua_close(L);
+    CHECK(z.live == 0 && z.bad_osize == 0, "every block freed, each with its own size (%zu live, %d mismatched)",
+          z.live, z.bad_osize);
+}
+
 int main(void)
 {
     test_normalize();
@@ -560,6 +666,7 @@ int main(void)
     test_extends();
     test_fds();
     test_luac_trim();
+    test_strbuf();
     printf("test_paths: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
