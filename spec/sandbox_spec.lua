@@ -189,7 +189,7 @@ describe("§10.2.2 Jail the working directory", function()
     local res = rt:exec({ bin = "pwd" })
     local dir = res.stdout:gsub("\n$", "")
     assert.matches("/hcp%-rt%-", dir)
-    assert.is_nil(require("hcp.core").kind(dir))
+    assert.is_nil(S.kind_settled(dir))
     rt:close()
   end)
 end)
@@ -212,7 +212,7 @@ describe("§10.2.3 Inherit no ambient credentials", function()
       return
     end
     assert.matches("^/tmp/hcp%-rt%-[^/]+/call%-[^/]+/tmp$", env.TMPDIR)
-    assert.is_nil(require("hcp.core").kind(env.TMPDIR))
+    assert.is_nil(S.kind_settled(env.TMPDIR))
     env.TMPDIR = nil
     assert.same({ PACK_VAR = "from-manifest", HCP_SANDBOX = "sandbox", PATH = "/usr/local/bin:/usr/bin:/bin" }, env)
   end)

@@ -243,6 +243,35 @@ function S.sh_wait(cond, timeout_s)
 end
 
 -- ---------------------------------------------------------------------------
+-- A call's own directories are removed behind it by the core's worker
+-- (src/calldirs.c); core.calldirs_settle() returns once it removed every
+-- one handed to it.
+-- ---------------------------------------------------------------------------
+
+--- core.kind(path) once the worker removed what the calls handed it: nil
+--- for a call's directory that is gone.
+function S.kind_settled(path)
+  core.calldirs_settle()
+  return core.kind(path)
+end
+
+--- What is left in a runtime's private directory once the worker removed
+--- what the calls handed it: its entries, sorted, but the empty 0700
+--- directories made ahead for later calls.
+function S.left_in_private(dir)
+  core.calldirs_settle()
+  local left = {}
+  for name in S.must_sh("ls -A " .. S.q(dir)):gmatch("[^\n]+") do
+    local p = dir .. "/" .. name
+    local made_ahead = core.kind(p) == "dir" and S.must_sh("stat -c %a " .. S.q(p)) == "700\n"
+      and S.must_sh("ls -A " .. S.q(p)) == ""
+    if not made_ahead then left[#left + 1] = name end
+  end
+  table.sort(left)
+  return left
+end
+
+-- ---------------------------------------------------------------------------
 -- Host features. A spec that needs one the host lacks is declared pending,
 -- with the reason, when it is defined (busted 2.1 ignores pending() called
 -- from before_each, so a guard there runs the spec anyway).

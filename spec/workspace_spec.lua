@@ -167,7 +167,7 @@ for _, driver in ipairs({ "local", "bwrap" }) do
         assert.equal("/in.txt", inp:sub(-7))
         assert.equal(dirname(inp), dirname(outp))
         assert.is_false(core.contains(root, inp))
-        assert.is_nil(core.kind(dirname(inp)), "per-call directory left behind")
+        assert.is_nil(S.kind_settled(dirname(inp)), "per-call directory left behind")
         assert.same(before, listing(root))
         assert.equal("hello", S.read(out .. "/out.txt"))
       end)
@@ -193,8 +193,8 @@ for _, driver in ipairs({ "local", "bwrap" }) do
         assert.equal("700", ma)
         assert.equal("700", mb)
         assert.are_not.equal(ja, jb)
-        assert.is_nil(core.kind(ja))
-        assert.is_nil(core.kind(jb))
+        assert.is_nil(S.kind_settled(ja))
+        assert.is_nil(S.kind_settled(jb))
       end)
 
       case("the jail is removed after a timeout", function()
@@ -205,8 +205,8 @@ for _, driver in ipairs({ "local", "bwrap" }) do
         assert.is_false(res.ok)
         local jail = res.stdout:match("[^\n]+")
         assert.is_string(jail)
-        assert.is_nil(core.kind(jail))
-        assert.same({}, listing(priv))
+        assert.is_nil(S.kind_settled(jail))
+        assert.same({}, S.left_in_private(priv))
       end)
 
       case("the jail is removed after the child is killed by a signal", function()
@@ -214,7 +214,7 @@ for _, driver in ipairs({ "local", "bwrap" }) do
         local res = run(rt, "sheph", "pwd; touch f; kill -KILL $$")
         assert.is_false(res.ok)
         local jail = res.stdout:match("[^\n]+")
-        assert.is_nil(core.kind(jail))
+        assert.is_nil(S.kind_settled(jail))
       end)
 
       case("the jail is removed after a refused binding (no minter), and nothing ran", function()
@@ -224,7 +224,7 @@ for _, driver in ipairs({ "local", "bwrap" }) do
         assert.equal('binding: mint failed for "tok"', res.error)
         assert.equal(126, res.exit)
         assert.is_nil(res.stdout)
-        assert.same({}, listing(priv))
+        assert.same({}, S.left_in_private(priv))
       end)
 
       case("cleanup never follows a symlink the child left to a host directory", function()
@@ -238,7 +238,7 @@ for _, driver in ipairs({ "local", "bwrap" }) do
         local res = run(rt, "sheph", script)
         assert.is_true(res.ok, res.error)
         local jail = res.stdout:match("[^\n]+")
-        assert.is_nil(core.kind(jail))
+        assert.is_nil(S.kind_settled(jail))
         assert.equal("keep", S.read(target .. "/keep.txt"))
         assert.equal("deep", S.read(target .. "/sub/deep.txt"))
         assert.same({ "keep.txt", "sub" }, listing(target))
@@ -259,7 +259,7 @@ for _, driver in ipairs({ "local", "bwrap" }) do
           assert.same({ "mine-" .. i }, { table.unpack(l, 2) })
           assert.is_nil(seen[l[1]], "jail shared: " .. l[1])
           seen[l[1]] = true
-          assert.is_nil(core.kind(l[1]))
+          assert.is_nil(S.kind_settled(l[1]))
         end
       end)
 
@@ -269,7 +269,7 @@ for _, driver in ipairs({ "local", "bwrap" }) do
         assert.is_true(res.ok, res.error)
         local jail, perm = table.unpack(lines(res.stdout))
         assert.equal("700", perm)
-        assert.is_nil(core.kind(jail))
+        assert.is_nil(S.kind_settled(jail))
       end)
 
       case("home_env is empty by default; listed variables are set to the jail", function()

@@ -88,31 +88,44 @@ static int l_kind(lua_State *L)
     return 1;
 }
 
+char *hcp_mkdtemp(const char *parent, const char *prefix)
+{
+    size_t np = strlen(parent), nx = strlen(prefix);
+    int slash = np > 0 && parent[np - 1] == '/';
+    char *tmpl = malloc(np + nx + 8);
+    if (!tmpl)
+        return NULL;
+    memcpy(tmpl, parent, np);
+    if (!slash)
+        tmpl[np++] = '/';
+    memcpy(tmpl + np, prefix, nx);
+    memcpy(tmpl + np + nx, "XXXXXX", 7);
+    if (mkdtemp(tmpl))
+        return tmpl;
+    int err = errno;
+    free(tmpl);
+    errno = err;
+    return NULL;
+}
+
+const char *hcp_check_mkdtemp_args(lua_State *L, const char **prefix)
+{
+    const char *parent = luaL_checkstring(L, 1);
+    *prefix = luaL_optstring(L, 2, "hcp-");
+    luaL_argcheck(L, parent[0] == '/', 1, "absolute path expected");
+    luaL_argcheck(L, strchr(*prefix, '/') == NULL, 2, "prefix must not contain '/'");
+    return parent;
+}
+
 /* core.mkdtemp(parent, prefix) -> path of a new 0700 directory */
 static int l_mkdtemp(lua_State *L)
 {
-    const char *parent = luaL_checkstring(L, 1);
-    const char *prefix = luaL_optstring(L, 2, "hcp-");
-    luaL_argcheck(L, parent[0] == '/', 1, "absolute path expected");
-    luaL_argcheck(L, strchr(prefix, '/') == NULL, 2, "prefix must not contain '/'");
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    luaL_addstring(&b, parent);
-    if (parent[strlen(parent) - 1] != '/')
-        luaL_addchar(&b, '/');
-    luaL_addstring(&b, prefix);
-    luaL_addstring(&b, "XXXXXX");
-    luaL_pushresult(&b);
-    char *tmpl = strdup(lua_tostring(L, -1));
-    if (!tmpl)
-        return luaL_error(L, "out of memory");
-    if (!mkdtemp(tmpl)) {
-        int err = errno;
-        free(tmpl);
-        return hcp_push_oserror(L, err, "mkdtemp %s", parent);
-    }
-    lua_pushstring(L, tmpl);
-    free(tmpl);
+    const char *prefix, *parent = hcp_check_mkdtemp_args(L, &prefix);
+    char *path = hcp_mkdtemp(parent, prefix);
+    if (!path)
+        return hcp_push_oserror(L, errno, "mkdtemp %s", parent);
+    lua_pushstring(L, path);
+    free(path);
     return 1;
 }
 
@@ -309,36 +322,43 @@ static int remove_contents(int dfd)
     }
 }
 
+int hcp_rmtree(const char *path, const char **what)
+{
+    struct stat st;
+    *what = "";
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? 0 : errno;
+    if (!S_ISDIR(st.st_mode)) {
+        *what = "unlink ";
+        return unlink(path) != 0 ? errno : 0;
+    }
+    int dfd = open_dir(AT_FDCWD, path);
+    if (dfd < 0)
+        return errno;
+    int err = remove_contents(dfd);
+    close(dfd);
+    *what = err ? "rmtree " : "rmdir ";
+    if (!err && rmdir(path) != 0)
+        err = errno;
+    return err;
+}
+
+const char *hcp_check_rmtree_path(lua_State *L, int idx)
+{
+    const char *path = luaL_checkstring(L, idx);
+    luaL_argcheck(L, path[0] == '/', idx, "absolute path expected");
+    luaL_argcheck(L, strcmp(path, "/") != 0, idx, "refusing to remove /");
+    return path;
+}
+
 /* core.rmtree(path) -> true: removes a directory tree; a final symlink is
  * removed as a link, never followed. Missing path is success. */
 static int l_rmtree(lua_State *L)
 {
-    const char *path = luaL_checkstring(L, 1);
-    luaL_argcheck(L, path[0] == '/', 1, "absolute path expected");
-    luaL_argcheck(L, strcmp(path, "/") != 0, 1, "refusing to remove /");
-    struct stat st;
-    if (lstat(path, &st) != 0) {
-        if (errno == ENOENT) {
-            lua_pushboolean(L, 1);
-            return 1;
-        }
-        return hcp_push_oserror(L, errno, "%s", path);
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        if (unlink(path) != 0)
-            return hcp_push_oserror(L, errno, "unlink %s", path);
-        lua_pushboolean(L, 1);
-        return 1;
-    }
-    int dfd = open_dir(AT_FDCWD, path);
-    if (dfd < 0)
-        return hcp_push_oserror(L, errno, "%s", path);
-    int err = remove_contents(dfd);
-    close(dfd);
+    const char *path = hcp_check_rmtree_path(L, 1), *what;
+    int err = hcp_rmtree(path, &what);
     if (err)
-        return hcp_push_oserror(L, err, "rmtree %s", path);
-    if (rmdir(path) != 0)
-        return hcp_push_oserror(L, errno, "rmdir %s", path);
+        return hcp_push_oserror(L, err, "%s%s", what, path);
     lua_pushboolean(L, 1);
     return 1;
 }

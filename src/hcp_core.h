@@ -24,6 +24,21 @@ void hcp_register_pollable(lua_State *L);
 void hcp_register_stdio(lua_State *L);
 void hcp_register_egress(lua_State *L);   /* egress.c (issue 14) */
 void hcp_register_json(lua_State *L);     /* json_decode.c: hcp.json.decode's fast path */
+void hcp_register_calldirs(lua_State *L); /* calldirs.c: a call's directories made ahead, removed behind */
+
+/* Removes a directory tree by descriptor, never through a link (a final
+ * link is removed as a link); a missing path is success (fs.c). 0, or an
+ * errno with *what naming the step ("rmdir ", ...) for the message. */
+int hcp_rmtree(const char *path, const char **what);
+/* The path argument of core.rmtree and core.rmtree_later: absolute, not
+ * "/" (raises otherwise). */
+const char *hcp_check_rmtree_path(lua_State *L, int idx);
+/* mkdtemp(3) of parent/prefixXXXXXX: the path (malloc'd), or NULL with
+ * errno (fs.c). */
+char *hcp_mkdtemp(const char *parent, const char *prefix);
+/* The arguments of core.mkdtemp (parent, optional prefix): parent
+ * absolute, prefix without '/' (raises otherwise). */
+const char *hcp_check_mkdtemp_args(lua_State *L, const char **prefix);
 
 /* Lexical normalisation (paths.c). Writes at most outsz bytes including the
  * terminating NUL into out; returns the length or -1 if out is too small,

@@ -33,6 +33,7 @@ int luaopen_hcp_core(lua_State *L)
     hcp_register_stdio(L);
     hcp_register_egress(L);
     hcp_register_json(L);
+    hcp_register_calldirs(L);
     lua_pushcfunction(L, l_monotonic_us);
     lua_setfield(L, -2, "monotonic_us");
     lua_pushliteral(L, HCP_CORE_VERSION);

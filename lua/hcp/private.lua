@@ -28,9 +28,12 @@ function PrivateDir:path()
   return dir
 end
 
---- Remove it and everything in it (never following a link).
+--- Remove it and everything in it (never following a link), once the
+--- core's worker has removed what the calls handed it and stopped making
+--- directories ahead in it (core.calldirs_settle).
 function PrivateDir:remove()
   if self.dir then
+    core.calldirs_settle(self.dir)
     core.rmtree(self.dir)
     self.dir = nil
   end

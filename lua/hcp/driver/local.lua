@@ -60,7 +60,7 @@ local function scratch(self, ctx)
   if ctx.scratch then return ctx.scratch end
   local base, err = self.host.private:path()
   if not base then return nil, err end
-  local dir, derr = core.mkdtemp(base, "call-")
+  local dir, derr = core.mkdtemp_ahead(base, "call-")
   if not dir then return nil, derr end
   ctx.scratch = dir
   return dir
@@ -107,16 +107,18 @@ function Local:prepare(call)
   -- ephemeral, or a pack-less exec: a fresh jail, never shared
   local base, err = self.host.private:path()
   if not base then return nil, "workspace: " .. tostring(err) end
-  local dir, derr = core.mkdtemp(base, "jail-")
+  local dir, derr = core.mkdtemp_ahead(base, "jail-")
   if not dir then return nil, "workspace: " .. tostring(derr) end
   ctx.jail, ctx.files_dir, ctx.remove_jail = dir, dir, true
   return ctx
 end
 
---- A private directory for this call (minted credential files).
+--- A private directory for this call (minted credential files): removed
+--- at the call's end, before its result is returned.
 ---@param ctx hcp.DriverContext
 ---@return string? dir, string? err
 function Local:scratch(ctx)
+  ctx.secrets = true
   return scratch(self, ctx)
 end
 
@@ -273,14 +275,20 @@ function Local:writeback(ctx, r) -- luacheck: ignore 212
 end
 
 --- Stage 5: remove per-call directories (never following a link the child
---- left there), release the workspace lock. Idempotent.
+--- left there), release the workspace lock. Idempotent. The call's own
+--- directories (mkdtemp names that no later call is given) are removed
+--- behind it by the core's worker (core.rmtree_later; the runtime's close
+--- waits for them). Removed here and now: the call's private directory when
+--- it holds minted credential files (they live no longer than the call),
+--- and the TMPDIR of a persisted jail, whose path the next call of that
+--- workspace makes again.
 ---@param ctx hcp.DriverContext
 function Local:cleanup(ctx)
   if ctx.cleaned then return end
   ctx.cleaned = true
-  if ctx.scratch then core.rmtree(ctx.scratch) end
-  if ctx.tmpdir and not ctx.remove_jail then core.rmtree(ctx.tmpdir) end
-  if ctx.remove_jail then core.rmtree(ctx.jail) end
+  if ctx.scratch then (ctx.secrets and core.rmtree or core.rmtree_later)(ctx.scratch) end
+  if ctx.tmpdir and ctx.mode == "workspace" then core.rmtree(ctx.tmpdir) end
+  if ctx.remove_jail then core.rmtree_later(ctx.jail) end
   if ctx.key then self.host.locks:release(ctx.key, ctx.lock) end
 end
 
