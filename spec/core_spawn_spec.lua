@@ -207,6 +207,37 @@ describe("hcp.core spawning", function()
       assert.matches("\nSigIgn:\t0+\n", r.stdout)
     end)
 
+    -- the child resets what its own copy of the table says is ignored or
+    -- caught (/proc/self/status), not every signal one by one: a runtime
+    -- that ignores standard and real-time signals and catches SIGINT (lua.c
+    -- does while a chunk runs) still starts its children with none of it,
+    -- with no layer (the direct child) and with layers (the spawn helper)
+    it("resets what a runtime ignores or catches, standard and real-time signals alike", function()
+      local code = [[
+        local c = require("hcp.core")
+        local function masks(text) return text:match("\nSigIgn:\t(%x+)\n.-SigCgt:\t(%x+)\n") end
+        local fh = io.open("/proc/self/status")
+        print(masks(fh:read("a")))
+        fh:close()
+        for _, iso in ipairs({ false, true }) do
+          local o = { path = "/bin/cat", argv = { "cat", "/proc/self/status" }, env = {}, cwd = "/" }
+          if iso then o.isolation = { seccomp = c.probe().seccomp.available or nil } end
+          local r = assert(assert(c.spawn(o)):wait())
+          print(masks(r.stdout))
+        end
+      ]]
+      local out = S.must_sh(string.format("LUA_CPATH=%s bash -c %s", S.q(S.CPATH),
+        S.q("trap '' PIPE USR1 SIGRTMIN+5 SIGRTMAX; exec " .. S.LUA .. " -e " .. S.q(code) .. " 2>&1")))
+      local ign, cgt = out:match("^(%x+)\t(%x+)\n")
+      assert.is_string(ign, out)
+      local function has(mask, sig) return math.tointeger(tonumber(mask, 16)) >> (sig - 1) & 1 == 1 end
+      -- the runtime's own: SIGPIPE (13), SIGUSR1 (10), SIGRTMAX (64) ignored, SIGINT (2) caught
+      assert.is_true(has(ign, 13) and has(ign, 10) and has(ign, 64), out)
+      assert.is_true(has(cgt, 2), out)
+      assert.equal("0000000000000000\t0000000000000000\n0000000000000000\t0000000000000000\n",
+        out:gsub("^[^\n]*\n", ""), out)
+    end)
+
     it("kills the child when its parent dies (PDEATHSIG)", function()
       -- stock lua5.4 with build/'s core, or (make check) the ASan hcp-lua
       local interp = S.LUA:sub(1, 1) == "/" and S.LUA or "/usr/bin/" .. S.LUA
