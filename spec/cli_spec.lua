@@ -459,6 +459,33 @@ describe("hcp-lua REPL", function()
     assert.matches("hcp> mine\n", out, 1, true)
   end)
 
+  -- SIGINT that lands while the runtime handles the child's events (not
+  -- while it waits) was lost: the handler only arms a hook, and the loop
+  -- went back to waiting; with a child that writes without end, the call
+  -- ran to its timeout. The loop now takes signals only while it waits
+  -- (ppoll), so the hook runs at once, whenever SIGINT comes.
+  it("SIGINT ends a call whose child never stops writing, and kills the child", function()
+    local packs = S.tmpdir("chatty-")
+    local marker = "chatty-" .. tostring(core.getpid())
+    S.pack(S.manifest("chatty", "yes", { wrap = { timeout_ms = 60000 } }), packs)
+    local script = string.format([[
+      local rt = assert(require("hcp").create({ pack_dirs = { %q }, max_output = 4096 }))
+      local res = rt:call({ pack = "chatty", args = { %q } })
+      print("returned", res.ok, res.error)
+    ]], packs, marker)
+    local p = assert(core.spawn({ path = HCP_LUA, argv = { HCP_LUA, "-e", script }, env = {}, cwd = S.REPO,
+      timeout_ms = 90000 }))
+    assert(S.wait_until(function() return #S.pids_of({ "yes", marker }) == 1 end, 30, "the call's yes"))
+    -- one SIGINT (a second one kills hcp-lua: SA_RESETHAND, as lua.c)
+    assert(p:kill("INT"))   -- its own process group: hcp-lua alone
+    local res = p:wait(30000)
+    if not res then p:kill("KILL") end
+    assert(res, "hcp-lua still running 30 s after SIGINT: the signal was lost")
+    assert.matches("interrupted!", res.stderr, 1, true)
+    assert.equal("", res.stdout)
+    assert(S.wait_until(function() return #S.pids_of({ "yes", marker }) == 0 end, 30, "the yes to end"))
+  end)
+
   S.it("script", "under a terminal, Ctrl-C interrupts a running call (its child is killed), not the REPL", function()
     local packs = S.tmpdir("repl-")
     S.pack(S.manifest("sleeper", "sleep", { wrap = { timeout_ms = 60000 } }), packs)

@@ -353,6 +353,14 @@ static void read_stream(proc_t *p, struct stream *s)
             room = c->cap - c->len;
         }
         ssize_t n = read(s->fd, dst, room);
+        if (n > 0 && (size_t)n == room && !s->grown) {
+            /* more than a read takes: a 1 MiB pipe roughly doubles the
+             * throughput (refused past pipe-max-size or the per-user pipe
+             * quota; the default size works, slower). Not made so at once:
+             * most calls write little, and it costs a system call each. */
+            s->grown = 1;
+            (void)fcntl(s->fd, F_SETPIPE_SZ, 1 << 20);
+        }
         if (n > 0) {
             if (s->tee >= 0)
                 tee_write(s, dst, (size_t)n);
@@ -450,6 +458,20 @@ static int fill_extras(const struct hcp_pollable *x, int nx, struct pollfd *pfd,
     return nf;
 }
 
+/* The signals a wait takes: every asynchronous one. A handler (Ctrl-C in
+ * hcp-lua or lua.c) only arms a hook that raises once control is back in
+ * Lua; one that ran while the loop handled events, and the loop then
+ * waited again, was lost until the next event — with a child that writes
+ * without end, never. So asynchronous signals are blocked while the loop
+ * works and taken only inside its wait (ppoll), which they end. */
+static void async_signals(sigset_t *set)
+{
+    static const int sync[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT };
+    sigfillset(set);
+    for (size_t i = 0; i < sizeof sync / sizeof sync[0]; i++)
+        sigdelset(set, sync[i]);
+}
+
 int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
                    int on_output, const struct hcp_pollable *extras, int nextra)
 {
@@ -457,6 +479,9 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
     struct pollfd *pfd = lua_newuserdatauv(L, sizeof *pfd * cap, 0);
     struct ref *refs = lua_newuserdatauv(L, sizeof *refs * NSLOTS * ((size_t)n + 1), 0);
     int counts[HCP_POLLABLE_MAX];
+    sigset_t block, open_mask;
+    async_signals(&block);
+    pthread_sigmask(SIG_BLOCK, &block, &open_mask);
     hcp_reap_late(0);
     int polled = 0, err = 0, wake = 0;
     for (;;) {
@@ -497,8 +522,10 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
         int nprocs = nf;
         nf = fill_extras(extras, nextra, pfd, nf, counts);
         int64_t wait_ms = next == NEVER ? -1 : next <= now ? 0 : (next - now + MS - 1) / MS;
-        int r = poll(pfd, (nfds_t)nf, wait_ms > INT_MAX ? INT_MAX : (int)wait_ms);
-        /* A signal with a handler (Ctrl-C in the REPL) returns to Lua, whose
+        struct timespec ts = { (time_t)(wait_ms / 1000), (long)(wait_ms % 1000) * 1000000L };
+        int r = ppoll(pfd, (nfds_t)nf, wait_ms < 0 ? NULL : &ts, &open_mask);
+        /* A signal with a handler (Ctrl-C in the REPL), pending since the
+         * loop began or come now, ends the wait and returns to Lua, whose
          * hook may then raise; callers that only want the result wait again. */
         if (r < 0) {
             err = errno;
@@ -526,6 +553,7 @@ int hcp_proc_drive(lua_State *L, proc_t **ps, int n, int need, int64_t deadline,
             if (extras[i].ops->ready && extras[i].ops->ready(extras[i].self, pfd + at, counts[i]))
                 wake = 1;
     }
+    pthread_sigmask(SIG_SETMASK, &open_mask, NULL);   /* the handler runs here, if one came */
     lua_pop(L, 2);   /* the scratch arrays */
     return err;
 }
