@@ -253,6 +253,13 @@ static int nonblock(int fd)
     return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
+/* The same for an end pipe2 just made with O_CLOEXEC only, whose status
+ * flags are therefore none: one call, not two. */
+static int pipe_nonblock(int fd)
+{
+    return fcntl(fd, F_SETFL, O_NONBLOCK);
+}
+
 /* The three standard streams: a pipe we write `stdin` into (or /dev/null)
  * and two pipes we read. Returns NULL, or what failed (errno set). */
 static const char *open_stdio(proc_t *p, int with_stdin)
@@ -266,7 +273,7 @@ static const char *open_stdio(proc_t *p, int with_stdin)
             return "pipe";
         p->tmp[T_IN] = fds[0];
         p->in_fd = fds[1];
-        if (nonblock(p->in_fd) < 0)
+        if (pipe_nonblock(p->in_fd) < 0)
             return "fcntl";
     }
     for (int i = 0; i < 2; i++) {
@@ -274,10 +281,8 @@ static const char *open_stdio(proc_t *p, int with_stdin)
             return "pipe";
         p->out[i].fd = fds[0];
         p->tmp[T_OUT + i] = fds[1];
-        /* 1 MiB pipes roughly double throughput; refused past pipe-max-size
-         * or the per-user pipe quota, and the default size works, slower. */
-        (void)fcntl(fds[0], F_SETPIPE_SZ, 1 << 20);
-        if (nonblock(fds[0]) < 0)
+        /* grown to 1 MiB once output fills what a read takes (spawn_io.c) */
+        if (pipe_nonblock(fds[0]) < 0)
             return "fcntl";
     }
     return NULL;

@@ -178,6 +178,7 @@ enum { T_EXE, T_IN, T_OUT, T_ERR, T_LANDLOCK, T_CGROUP, T_STATUS, T_EGRESS, T_EG
  * proc:take() when the caller streams. */
 struct stream {
     int fd;
+    int grown;                 /* the pipe was made 1 MiB */
     struct hcp_strbuf cap;     /* the captured bytes (capture) */
     int truncated;
     int tee;

@@ -525,15 +525,19 @@ function M.pools_netns(layers, call)
 end
 
 --- The isolation table for one core.spawn, the layer names applied, the
---- cleanup, and the child's view (hcp.view) — or nil and a refusal.
+--- cleanup, and the child's view (hcp.view; nil where neither the constructed
+--- root nor bubblewrap shows one) — or nil and a refusal.
 ---@param layers table<string, boolean> from choose()
 ---@param call hcp.IsoCall
 ---@return table? spec, string[]|string applied_or_err, fun()? cleanup, hcp.View? view
 function M.for_call(layers, call)
   local spec, applied = {}, {}
-  local v = view.paths({ system = M.SYSTEM_READ, pack_root = call.pack_root, bin_path = call.bin_path,
-    bin_beneath = call.bin_beneath, jail = call.jail, scratch = call.scratch, sockets = call.sockets })
   local bwrap = call.driver == "bwrap"
+  -- the view: what the constructed root or bubblewrap shows (none needed
+  -- without either)
+  local v = (layers.rootfs or bwrap) and view.paths({ system = M.SYSTEM_READ, pack_root = call.pack_root,
+    bin_path = call.bin_path, bin_beneath = call.bin_beneath, jail = call.jail, scratch = call.scratch,
+    sockets = call.sockets }) or nil
   if layers.rootfs then
     spec.rootfs = M.rootfs_spec(v, bwrap)
     applied[#applied + 1] = "rootfs"

@@ -57,17 +57,29 @@ local LEGACY_OUTPUTS = { ["--output"] = true, ["-o"] = true }
 ---@param file_flags string[]
 ---@param output_flags string[]?
 ---@return hcp.PlanFlags
+-- A pack's flags are worked out once per list (a pack's lists do not
+-- change once loaded), not at every call: weak keys, the lists' own tables.
+local flags_of = setmetatable({}, { __mode = "k" })
+
 function M.flags(file_flags, output_flags)
   if output_flags then return { file_flags = file_flags, output_flags = output_flags } end
+  local got = flags_of[file_flags]
+  if got then return got end
   local inputs, outputs = {}, {}
   for _, f in ipairs(file_flags) do
     if LEGACY_OUTPUTS[f] then outputs[#outputs + 1] = f else inputs[#inputs + 1] = f end
   end
-  return { file_flags = inputs, output_flags = outputs }
+  got = { file_flags = inputs, output_flags = outputs }
+  flags_of[file_flags] = got
+  return got
 end
 
--- flag -> "input" | "output", and the listed long flags (for abbreviations)
+-- flag -> "input" | "output", and the listed long flags (for abbreviations);
+-- read only, so kept per flags table
+local kinds_of = setmetatable({}, { __mode = "k" })
 local function flag_kinds(flags)
+  local got = kinds_of[flags]
+  if got then return got[1], got[2] end
   local kind, long = {}, {}
   for _, f in ipairs(flags.file_flags or {}) do kind[f] = "input" end
   for _, f in ipairs(flags.output_flags or M.DEFAULT_OUTPUT_FLAGS) do kind[f] = "output" end
@@ -75,6 +87,7 @@ local function flag_kinds(flags)
     if f:sub(1, 2) == "--" then long[#long + 1] = f end
   end
   table.sort(long)
+  kinds_of[flags] = { kind, long }
   return kind, long
 end
 
@@ -493,9 +506,10 @@ end
 ---@param jail string
 ---@return boolean? ok, string? err
 function M.check_jail_refs(plan, jail)
-  local real_jail = core.realpath(jail) or jail
+  local real_jail
   for i, e in ipairs(plan.argv) do
     if type(e) == "table" and e.root == "jail" and e.rel ~= "." then
+      real_jail = real_jail or core.realpath(jail) or jail
       local cur = e.rel
       while cur do
         local path = jail .. "/" .. cur
