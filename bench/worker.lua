@@ -13,11 +13,12 @@ local hcp = require("hcp")
 local core = require("hcp.core")
 
 -- HCP_BENCH_WITHOUT (bench/techniques.lua): a comma list of the techniques
--- of issue 12 to do without — view_base, landlock_base, netns_pool, async —
--- to measure what each one buys.
+-- of issue 12 to do without — view_base, landlock_base, netns_pool, async,
+-- calldirs — to measure what each one buys.
 local without = {}
 for t in (os.getenv("HCP_BENCH_WITHOUT") or ""):gmatch("[^,]+") do without[t] = true end
 if without.view_base then core.view_base = nil end
+if without.calldirs then core.mkdtemp_ahead, core.rmtree_later = core.mkdtemp, core.rmtree end
 if without.landlock_base then core.landlock_base = nil end
 if without.netns_pool or without.async then
   local spawn = core.spawn
