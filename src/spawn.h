@@ -180,6 +180,7 @@ struct stream {
     int fd;
     int grown;                 /* the pipe was made 1 MiB */
     struct hcp_strbuf cap;     /* the captured bytes (capture) */
+    int handed;                /* they became a string of a result being built */
     int truncated;
     int tee;
     char *pend;

@@ -75,7 +75,13 @@ static void push_result(lua_State *L, int idx, proc_t *p)
     lua_pushinteger(L, code);
     lua_setfield(L, -2, "exit");
     for (int i = 0; i < 2; i++) {
-        hcp_strbuf_push(L, &p->out[i].cap);   /* the buffer itself: no copy */
+        struct stream *s = &p->out[i];
+        /* a result whose building was cut short (no memory) after its
+         * strings took the bytes: they are gone, and it says so */
+        if (s->handed)
+            s->truncated = 1;
+        s->handed = s->cap.len > 0;
+        hcp_strbuf_push(L, &s->cap);   /* the buffer itself: no copy */
         lua_setfield(L, -2, names[i]);
     }
     setfield_bool(L, "stdout_truncated", p->out[0].truncated);

@@ -75,19 +75,41 @@ static lua_Alloc base_alloc(lua_State *L, void **ud)
     return f;
 }
 
-/* Pushes s[0..len) with the wrapper installed, the collector stopped, and
- * returns where Lua put the bytes. */
+struct push_args {
+    const char *s;
+    size_t len;
+    const char *at;
+};
+
+static int push_protected(lua_State *L)
+{
+    struct push_args *p = lua_touserdata(L, 1);
+    p->at = lua_pushlstring(L, p->s, p->len);
+    return 1;
+}
+
+/* Pushes s[0..len) with the wrapper installed and the collector stopped,
+ * and returns where Lua put the bytes. Protected: an error (no memory for
+ * the calibration's string) must not leave the state with a wrapper whose
+ * state lives on this stack; it is raised again once the state's own
+ * allocator is back. */
 static const char *wrapped_push(lua_State *L, struct adopt *a, const char *s, size_t len)
 {
+    struct push_args args = { s, len, NULL };
+    luaL_checkstack(L, 3, "hcp.core: pushing a capture");   /* before the wrapper: may allocate */
+    lua_pushcfunction(L, push_protected);
+    lua_pushlightuserdata(L, &args);
     int running = lua_gc(L, LUA_GCISRUNNING) == 1;
     if (running)
         lua_gc(L, LUA_GCSTOP);
     lua_setallocf(L, adopt_alloc, a);
-    const char *at = lua_pushlstring(L, s, len);
+    int status = lua_pcall(L, 1, 1, 0);
     lua_setallocf(L, a->f, a->ud);
     if (running)
         lua_gc(L, LUA_GCRESTART);
-    return at;
+    if (status != LUA_OK)
+        lua_error(L);
+    return args.at;
 }
 
 /* Bytes in front of a long string's contents in its object, measured once

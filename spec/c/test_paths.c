@@ -583,6 +583,49 @@ static void *sized_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     return n + 2;
 }
 
+/* An allocator that refuses every new string object past 1 KiB while armed. */
+static void *failing_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    int *armed = ud;
+    if (nsize == 0) {
+        free(ptr);
+        return NULL;
+    }
+    if (*armed && !ptr && osize == LUA_TSTRING && nsize > 1024)
+        return NULL;
+    return realloc(ptr, nsize);
+}
+
+static int init_buf(lua_State *L)
+{
+    hcp_strbuf_init(lua_touserdata(L, 1), L);
+    return 0;
+}
+
+/* The measure a first buffer takes (a string of 4 KiB, made with the
+ * state's allocator wrapped) fails for want of memory: the error reaches
+ * the caller and the state has its own allocator back, not the wrapper
+ * whose state lived on a stack frame that is gone. Runs before anything
+ * measured (the measure is kept once taken). */
+static void test_strbuf_nomem(void)
+{
+    int armed = 1;
+    lua_State *L = lua_newstate(failing_alloc, &armed);
+    struct hcp_strbuf b;
+    lua_pushcfunction(L, init_buf);
+    lua_pushlightuserdata(L, &b);
+    int status = lua_pcall(L, 1, 0, 0);
+    void *ud = NULL;
+    lua_Alloc f = lua_getallocf(L, &ud);
+    CHECK(status == LUA_ERRMEM, "the measure's want of memory is raised (status %d)", status);
+    CHECK(f == failing_alloc && ud == &armed, "the state's own allocator is back");
+    armed = 0;
+    lua_pushcfunction(L, init_buf);
+    lua_pushlightuserdata(L, &b);
+    CHECK(lua_pcall(L, 1, 0, 0) == LUA_OK && b.head > 0, "with memory, the measure is taken");
+    lua_close(L);
+}
+
 /* hcp_strbuf (src/strbuf.c): a capture's bytes become a Lua string without
  * a copy, the block allocated and freed through the state's allocator. */
 static void test_strbuf(void)
@@ -665,6 +708,7 @@ int main(void)
     test_beneath();
     test_extends();
     test_fds();
+    test_strbuf_nomem();   /* first: the measure is kept once taken */
     test_luac_trim();
     test_strbuf();
     printf("test_paths: %d passed, %d failed\n", passed, failed);
