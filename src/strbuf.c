@@ -159,6 +159,8 @@ int hcp_strbuf_grow(struct hcp_strbuf *b, size_t max)
     size_t cap = b->cap ? b->cap * 2 : 65536;
     if (cap > max || cap < b->cap)
         cap = max;
+    if (cap > SIZE_MAX - b->head - 1)   /* no block size wraps around */
+        return -1;
     char *nb = b->f(b->ud, b->block, block_size(b, b->cap), block_size(b, cap));
     if (!nb)
         return -1;

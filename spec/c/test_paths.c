@@ -685,6 +685,13 @@ static void test_strbuf(void)
     s = lua_tolstring(L, -1, &n);
     CHECK(s != data && n == 5 && memcmp(s, "short", 5) == 0, "a short capture is copied");
 
+    /* a size that would wrap around is refused, nothing allocated */
+    struct hcp_strbuf w;
+    hcp_strbuf_init(&w, L);
+    w.len = w.cap = SIZE_MAX - 8;
+    CHECK(hcp_strbuf_grow(&w, SIZE_MAX) == -1 && w.block == NULL, "no block size wraps around");
+    w.len = w.cap = 0;
+
     /* empty, and a buffer freed unpushed */
     struct hcp_strbuf e;
     hcp_strbuf_init(&e, L);
