@@ -415,14 +415,16 @@ describe("egress through the call's proxy", function()
     local rt = runtime(driver, { curl_pack("fd", { wrap = { egress = { "api.test:" .. H4, "api.test:" .. S4 } } }) })
     local args = { "-sS", "--cacert", "cert.pem", "http://api.test:" .. H4 .. "/index.html",
       "https://api.test:" .. S4 .. "/big.bin", "-o", "/dev/null" }
-    assert.is_true(rt:call({ pack = "fd", args = args }).ok)
-    local before = #core.listdir("/proc/self/fd")
+    -- two calls first: a process makes the base view (one descriptor it
+    -- keeps) at its second view, not its first (isolation.lua)
+    for _ = 1, 2 do assert.is_true(rt:call({ pack = "fd", args = args }).ok) end
+    local before = S.open_fds()
     for _ = 1, 5 do
       local res = rt:call({ pack = "fd", args = args })
       assert.is_true(res.ok, res.stderr)
       assert.is_true(entry(res, "api.test:" .. S4).bytes_in > 4 << 20)
     end
-    assert.equal(before, #core.listdir("/proc/self/fd"))
+    assert.equal(before, S.open_fds())
   end)
 
   each_driver("an allowed host that does not answer is a 502, recorded as allowed with the error", function(driver)
