@@ -227,8 +227,9 @@ static void *work(void *arg)
  * ours, 0700, empty. Its parent is the runtime's 0700 directory, so only
  * the runtime's own uid can have touched it — which, under "minimal"
  * isolation, includes an earlier call's child: one that planted a file in
- * the next call's jail is caught here, as the same child could not reach
- * a directory made at the call's own start. */
+ * the next call's jail while it waited is caught here. (Such a child can
+ * still write into a jail once it is in use, made ahead or not: "minimal"
+ * keeps no call from another of the same uid.) */
 static int still_fresh(const char *path)
 {
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
