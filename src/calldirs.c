@@ -276,11 +276,7 @@ static int l_mkdtemp_ahead(lua_State *L)
         }
         pthread_mutex_unlock(&mu);
     }
-    if (!path && !(path = hcp_mkdtemp(parent, prefix)))
-        return hcp_push_oserror(L, errno, "mkdtemp %s", parent);
-    lua_pushstring(L, path);
-    free(path);
-    return 1;
+    return hcp_push_mkdtemp(L, parent, prefix, path);
 }
 
 /* core.rmtree_later(path) -> true: path handed to the worker when it runs
@@ -298,12 +294,8 @@ static int l_rmtree_later(lua_State *L)
         }
     }
     pthread_mutex_unlock(&mu);
-    if (!queued) {
-        const char *what;
-        int err = hcp_rmtree(path, &what);
-        if (err)
-            return hcp_push_oserror(L, err, "%s%s", what, path);
-    }
+    if (!queued)
+        return hcp_push_rmtree(L, path);
     lua_pushboolean(L, 1);
     return 1;
 }

@@ -117,16 +117,20 @@ const char *hcp_check_mkdtemp_args(lua_State *L, const char **prefix)
     return parent;
 }
 
-/* core.mkdtemp(parent, prefix) -> path of a new 0700 directory */
-static int l_mkdtemp(lua_State *L)
+int hcp_push_mkdtemp(lua_State *L, const char *parent, const char *prefix, char *path)
 {
-    const char *prefix, *parent = hcp_check_mkdtemp_args(L, &prefix);
-    char *path = hcp_mkdtemp(parent, prefix);
-    if (!path)
+    if (!path && !(path = hcp_mkdtemp(parent, prefix)))
         return hcp_push_oserror(L, errno, "mkdtemp %s", parent);
     lua_pushstring(L, path);
     free(path);
     return 1;
+}
+
+/* core.mkdtemp(parent, prefix) -> path of a new 0700 directory */
+static int l_mkdtemp(lua_State *L)
+{
+    const char *prefix, *parent = hcp_check_mkdtemp_args(L, &prefix);
+    return hcp_push_mkdtemp(L, parent, prefix, NULL);
 }
 
 /* core.write_private(path, data) -> true: creates a new file (never an
@@ -351,16 +355,21 @@ const char *hcp_check_rmtree_path(lua_State *L, int idx)
     return path;
 }
 
-/* core.rmtree(path) -> true: removes a directory tree; a final symlink is
- * removed as a link, never followed. Missing path is success. */
-static int l_rmtree(lua_State *L)
+int hcp_push_rmtree(lua_State *L, const char *path)
 {
-    const char *path = hcp_check_rmtree_path(L, 1), *what;
+    const char *what;
     int err = hcp_rmtree(path, &what);
     if (err)
         return hcp_push_oserror(L, err, "%s%s", what, path);
     lua_pushboolean(L, 1);
     return 1;
+}
+
+/* core.rmtree(path) -> true: removes a directory tree; a final symlink is
+ * removed as a link, never followed. Missing path is success. */
+static int l_rmtree(lua_State *L)
+{
+    return hcp_push_rmtree(L, hcp_check_rmtree_path(L, 1));
 }
 
 /* ---- core.chown_tree ------------------------------------------------------ */

@@ -39,6 +39,11 @@ char *hcp_mkdtemp(const char *parent, const char *prefix);
 /* The arguments of core.mkdtemp (parent, optional prefix): parent
  * absolute, prefix without '/' (raises otherwise). */
 const char *hcp_check_mkdtemp_args(lua_State *L, const char **prefix);
+/* core.mkdtemp's answer: path (malloc'd, freed here) or, when NULL, a
+ * directory made now; nil, message, errno when it cannot be made. */
+int hcp_push_mkdtemp(lua_State *L, const char *parent, const char *prefix, char *path);
+/* core.rmtree's answer: path removed now, true or nil, message, errno. */
+int hcp_push_rmtree(lua_State *L, const char *path);
 
 /* Lexical normalisation (paths.c). Writes at most outsz bytes including the
  * terminating NUL into out; returns the length or -1 if out is too small,
