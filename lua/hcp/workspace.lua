@@ -51,26 +51,35 @@ local LEGACY_OUTPUTS = { ["--output"] = true, ["-o"] = true }
 ---@field file_flags string[]?    input flags (default none)
 ---@field output_flags string[]?  output flags (default --output, -o)
 
+-- A pack's flags are worked out once per pair of lists (a pack's lists do
+-- not change once loaded), not at every call: weak keys, the lists' own
+-- tables (output_flags, or false), so flag_kinds' own cache hits too.
+local flags_of = setmetatable({}, { __mode = "k" })
+
 --- The plan's flags for a manifest's `wrap.workspace` as loaded today, where
 --- `file_flags` lists outputs too: `--output`/`-o` among the file_flags are
 --- the outputs (§10.6), unless `output_flags` is given.
 ---@param file_flags string[]
 ---@param output_flags string[]?
 ---@return hcp.PlanFlags
--- A pack's flags are worked out once per list (a pack's lists do not
--- change once loaded), not at every call: weak keys, the lists' own tables.
-local flags_of = setmetatable({}, { __mode = "k" })
-
 function M.flags(file_flags, output_flags)
-  if output_flags then return { file_flags = file_flags, output_flags = output_flags } end
-  local got = flags_of[file_flags]
-  if got then return got end
-  local inputs, outputs = {}, {}
-  for _, f in ipairs(file_flags) do
-    if LEGACY_OUTPUTS[f] then outputs[#outputs + 1] = f else inputs[#inputs + 1] = f end
+  local by_out = flags_of[file_flags]
+  if not by_out then
+    by_out = setmetatable({}, { __mode = "k" })
+    flags_of[file_flags] = by_out
   end
-  got = { file_flags = inputs, output_flags = outputs }
-  flags_of[file_flags] = got
+  local got = by_out[output_flags or false]
+  if got then return got end
+  if output_flags then
+    got = { file_flags = file_flags, output_flags = output_flags }
+  else
+    local inputs, outputs = {}, {}
+    for _, f in ipairs(file_flags) do
+      if LEGACY_OUTPUTS[f] then outputs[#outputs + 1] = f else inputs[#inputs + 1] = f end
+    end
+    got = { file_flags = inputs, output_flags = outputs }
+  end
+  by_out[output_flags or false] = got
   return got
 end
 
