@@ -172,7 +172,7 @@ describe("core.rmtree_later", function()
   end)
 end)
 
-describe("the runtime's call directories", function()
+describe("the runtime's call directories (§10.6: ephemeral is a fresh jail per exec)", function()
   local function sh_pack(mode)
     local root = S.pack(S.manifest("sh", "/bin/sh", { wrap = { workspace = { mode = mode } } }))
     return assert(hcp.create({ pack_dirs = { root }, allow_bins = { "/bin/sh" } }))
