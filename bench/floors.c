@@ -195,7 +195,7 @@ static const char *const names[NCASES] = {
     "posix_spawn+wait (reference)", "clone(VM|VFORK)+exec", "+ setsid (a session: an autogroup)",
     "+ fresh IPC namespace", "+ fresh network namespace", "+ setns into an existing netns",
     "+ fresh mount namespace (copy)", "+ a view built from nothing (41 paths, pivot_root)",
-    "+ fresh pid namespace (+fork, wait)", "+ pid_max in it",
+    "+ fresh pid namespace (its init starts the program)", "+ pid_max in it",
     "+ seccomp filter, 36 instructions", "+ capabilities dropped (41 prctl)",
     "+ Landlock, 39 rules built and applied", "+ Landlock, a ruleset built once, applied",
     "+ cgroup.procs write (join a cgroup)",
@@ -205,38 +205,45 @@ static const char *const names[NCASES] = {
 
 static volatile int current;
 
-/* The rest of auto's sequence, in a pid namespace just unshared: its init
- * (pid 1) sets pid_max and forks the program (pid 2), which loads the
- * filter, drops the capabilities, applies Landlock and execs true; the
- * caller exits with the init's status. `fresh` (one call from nothing):
- * the init mounts its own /proc first, and the program builds its ruleset
- * rather than taking the prebuilt one. */
-static _Noreturn void pid_tree(int fresh)
+/* The program (pid 2): for auto's cases it loads the filter, drops the
+ * capabilities and applies Landlock first (`fresh`, one call from nothing:
+ * a ruleset built now rather than the prebuilt one), then execs true. */
+static int prog_layers, fresh;
+
+static int program(void *arg)
 {
-    int st;
-    pid_t p = fork();
-    if (p == 0) {
-        if (fresh && (mkdir("/proc", 0555) || mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL)))
-            _exit(92);
+    (void)arg;
+    if (prog_layers) {
+        int rs = fresh ? build_ruleset() : ruleset_fd;
+        load_filter();
+        drop_caps();
+        if (rs < 0 || syscall(SYS_landlock_restrict_self, rs, 0))
+            _exit(93);
+    }
+    execve(fresh ? "/usr/bin/true" : "/bin/true", argv_true, envp);
+    _exit(99);
+}
+
+/* Pid 1 of the namespace the clone made (CLONE_NEWPID), as hcp-init is for
+ * a root runtime: its own /proc first (`proc`, when nothing was mounted
+ * before), pid_max, then the program started as hcp-init starts it
+ * (CLONE_VM|CLONE_VFORK: no page table copied), waited for. */
+static _Noreturn void as_init(int proc, int pid_max)
+{
+    static char stack[1 << 16] __attribute__((aligned(16)));
+    if (proc && (mkdir("/proc", 0555) || mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL)))
+        _exit(92);
+    if (pid_max) {
         int fd = open("/proc/sys/kernel/pid_max", O_WRONLY);
         if (fd < 0 || write(fd, "513", 3) != 3)
             _exit(92);
         close(fd);
-        pid_t q = fork();
-        if (q == 0) {
-            int rs = fresh ? build_ruleset() : ruleset_fd;
-            load_filter();
-            drop_caps();
-            if (rs < 0 || syscall(SYS_landlock_restrict_self, rs, 0))
-                _exit(93);
-            execve(fresh ? "/usr/bin/true" : "/bin/true", argv_true, envp);
-            _exit(99);
-        }
-        waitpid(q, &st, 0);
-        _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 94);
     }
-    waitpid(p, &st, 0);
-    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 95);
+    int st;
+    pid_t q = clone(program, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+    if (q < 0 || waitpid(q, &st, 0) < 0)
+        _exit(94);
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 94);
 }
 
 static int child(void *arg)
@@ -264,41 +271,20 @@ static int child(void *arg)
         close(fd);
         break;
     }
-    case C_PIDNS: case C_PIDMAX: {
-        if (unshare(CLONE_NEWPID))
-            _exit(87);
-        pid_t p = fork();
-        if (p == 0) {
-            if (current == C_PIDMAX) {
-                int fd = open("/proc/sys/kernel/pid_max", O_WRONLY);
-                if (fd < 0 || write(fd, "513", 3) != 3)
-                    _exit(88);
-                close(fd);
-            }
-            pid_t q = fork();   /* the program, pid 2 */
-            if (q == 0) {
-                execve("/bin/true", argv_true, envp);
-                _exit(99);
-            }
-            int st;
-            waitpid(q, &st, 0);
-            _exit(0);
-        }
-        int st;
-        waitpid(p, &st, 0);
-        _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 89);
-    }
-    case C_AUTO:   /* what the helper does for auto, in its order */
-        if (unshare(CLONE_NEWIPC) || setns(netns_fd, CLONE_NEWNET) || unshare(CLONE_NEWNS | CLONE_NEWPID))
+    case C_PIDNS: case C_PIDMAX:   /* cloned as pid 1 of a fresh pid namespace */
+        prog_layers = fresh = 0;
+        as_init(0, current == C_PIDMAX);
+    case C_AUTO:   /* what the helper does for auto as root, in its order */
+        if (unshare(CLONE_NEWIPC) || setns(netns_fd, CLONE_NEWNET) || unshare(CLONE_NEWNS))
             _exit(91);
-        pid_tree(0);
+        prog_layers = 1, fresh = 0;
+        as_init(0, 1);
     case C_ONECALL:   /* C_AUTO with nothing made before: what `hcp run` needs at least */
         if (unshare(CLONE_NEWIPC | CLONE_NEWNET))
             _exit(91);
         build_view();
-        if (unshare(CLONE_NEWPID))
-            _exit(91);
-        pid_tree(1);
+        prog_layers = fresh = 1;
+        as_init(1, 1);
     default: break;
     }
     execve("/bin/true", argv_true, envp);
@@ -319,7 +305,10 @@ static double sample(int c)
     if (c == C_SPAWN)
         posix_spawn(&pid, "/bin/true", NULL, NULL, argv_true, envp);
     else
-        pid = clone(child, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+        pid = clone(child, stack + sizeof stack,
+                    CLONE_VM | CLONE_VFORK | SIGCHLD |
+                        (c == C_PIDNS || c == C_PIDMAX || c == C_AUTO || c == C_ONECALL ? CLONE_NEWPID : 0),
+                    NULL);
     if (c == C_LANDLOCK)
         close(ruleset_fd);
     ruleset_fd = -1;

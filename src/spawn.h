@@ -109,6 +109,13 @@ int hcp_step_has_arg(int step);
 /* Reports {step, errno, arg} on pipefd and _exit(127)s. */
 _Noreturn void hcp_child_fail(int pipefd, int step, int arg);
 
+/* clone(CLONE_VM|CLONE_VFORK|flags) of fn(arg) on a stack in the caller's
+ * frame — posix_spawn's way: no page table is copied, and the caller is
+ * suspended until the child execs or exits, so the region stays quiet. The
+ * child may only make system calls and touch its own stack and arg. The
+ * child's pid, or -1 with errno. (In the runtime and in the helper alike.) */
+pid_t hcp_clone_vm(int (*fn)(void *), void *arg, int flags);
+
 /* The whole child sequence, from the runtime's state to exec of l->path;
  * failures are reported on pipefd (EOF on it means the exec happened).
  * `parent`: the runtime's pid (PDEATHSIG is re-checked against it). */

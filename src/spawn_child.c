@@ -19,6 +19,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
+#endif
+
 /* Kernel headers may predate the running kernel; the numbers are fixed ABI. */
 #ifndef SYS_close_range
 #define SYS_close_range 436
@@ -107,6 +111,24 @@ static int reset_raw(int sig)
 {
     unsigned long ksa[4] = { 0, 0, 0, 0 };
     return (int)syscall(SYS_rt_sigaction, sig, ksa, NULL, (size_t)(_NSIG / 8));
+}
+
+/* The stack of a CLONE_VM child (hcp_clone_vm). hcp_child's steps after
+ * the clone, the helper stub and child_tail use a few hundred bytes. */
+#define CHILD_STACK 32768
+
+pid_t hcp_clone_vm(int (*fn)(void *), void *arg, int flags)
+{
+    char stack[CHILD_STACK] __attribute__((aligned(16)));
+    pid_t pid = clone(fn, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD | flags, arg);
+#ifdef __SANITIZE_ADDRESS__
+    /* the child's instrumented frames poisoned parts of this region in the
+     * shadow memory we share; our later frames reuse it */
+    int e = errno;
+    __asan_unpoison_memory_region(stack, sizeof stack);
+    errno = e;
+#endif
+    return pid;
 }
 
 /* ---- pid namespace: three processes ------------------------------------ */
@@ -304,12 +326,40 @@ static void mounts(const struct hcp_isolation *iso, int pipefd)
     }
 }
 
-/* In hcp-init, pid 1: the namespace's pid_max, its mounts, then the
- * program forked (pid 2); returns in the program, in a session of its own.
- * `status`: where hcp-init reports the program's end; `direct`: hcp-init is
- * the runtime's own child (init_direct), not the intermediate's. */
-static void init_and_fork(const struct hcp_isolation *iso, int pipefd, int status, int direct)
+static _Noreturn void child_tail(const struct hcp_launch *l, int pipefd);
+
+/* The program (pid 2), started by hcp-init: a session of its own, and on
+ * to exec. It runs in hcp-init's memory (hcp_clone_vm) until then. */
+struct program { const struct hcp_launch *l; int pipefd, status; };
+
+static int program_main(void *arg)
 {
+    const struct program *p = arg;
+    close(p->status);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+        child_fail(p->pipefd, ST_PIDNS);
+    if (getppid() != 1)   /* hcp-init is gone, and with it the namespace */
+        _exit(127);
+    if (setsid() < 0)
+        child_fail(p->pipefd, ST_SETSID);
+    child_tail(p->l, p->pipefd);
+}
+
+/* In hcp-init, pid 1: the namespace's pid_max, its mounts, then the
+ * program started (pid 2), and hcp-init its reaper from then on.
+ * `status`: where hcp-init reports the program's end; `direct`: hcp-init is
+ * the runtime's own child (init_direct), not the intermediate's.
+ *
+ * The program is a CLONE_VM|CLONE_VFORK child, not a fork: a fork copied
+ * hcp-init's page tables and then took a copy-on-write fault in both
+ * processes for every page either wrote, ~0.9 ms per call on this kind of
+ * VM, more than the pid namespace itself. hcp-init has nothing to do until
+ * the program execs (it installs its handlers only then), and the
+ * program's steps touch only its own stack, its descriptors and its own
+ * task's state (credentials, seccomp, Landlock, limits: all per task). */
+static _Noreturn void init_and_start(const struct hcp_launch *l, int pipefd, int status, int direct)
+{
+    const struct hcp_isolation *iso = l->iso;
     (void)prctl(PR_SET_NAME, "hcp-init", 0, 0, 0);   /* what `ps` shows; cosmetic */
     /* before anything else runs in the namespace */
     if (iso->pid_max && (early.active ? hcp_iso_pid_max_fd(early.pid_max_fd, iso->pid_max)
@@ -318,24 +368,20 @@ static void init_and_fork(const struct hcp_isolation *iso, int pipefd, int statu
     if (early.pid_max_fd >= 0)
         close(early.pid_max_fd);
     mounts(iso, pipefd);
-    pid_t pid = fork();
+    struct program prog = { l, pipefd, status };
+    pid_t pid = hcp_clone_vm(program_main, &prog, 0);
     if (pid < 0)
         child_fail(pipefd, ST_PIDNS);
-    if (pid > 0)
-        reaper(pid, status, direct);
-    close(status);
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-        child_fail(pipefd, ST_PIDNS);
-    if (getppid() != 1)   /* hcp-init is gone, and with it the namespace */
-        _exit(127);
-    if (setsid() < 0)
-        child_fail(pipefd, ST_SETSID);
+    reaper(pid, status, direct);
 }
 
 /* Three processes: the intermediate (host side) forks hcp-init into the
- * namespace unshare made for its children. Returns in the program. */
-static void pidns_fork(const struct hcp_isolation *iso, int pipefd, int end)
+ * namespace unshare made for its children. A fork: hcp-init never execs,
+ * and two processes running at once in one memory would share errno and
+ * every static. */
+static _Noreturn void pidns_fork(const struct hcp_launch *l, int pipefd)
 {
+    int end = l->end_fd;
     int life[2], status[2];
     if (pipe2(life, O_CLOEXEC) < 0 || pipe2(status, O_CLOEXEC) < 0)
         child_fail(pipefd, ST_PIDNS);
@@ -360,15 +406,15 @@ static void pidns_fork(const struct hcp_isolation *iso, int pipefd, int end)
     if (r > 0)
         _exit(127);
     close(life[0]);
-    init_and_fork(iso, pipefd, status[1], 0);
+    init_and_start(l, pipefd, status[1], 0);
 }
 
 /* Two processes: the runtime cloned us as pid 1 of a new namespace
  * (CLONE_NEWPID, root only: no user namespace to make first), so we are
  * hcp-init ourselves and report the program's end on l->status_fd. The
  * runtime died before PDEATHSIG was armed if the report pipe has no reader
- * any more (getppid() is 0 from inside). Returns in the program. */
-static void init_direct(const struct hcp_launch *l, int pipefd)
+ * any more (getppid() is 0 from inside). */
+static _Noreturn void init_direct(const struct hcp_launch *l, int pipefd)
 {
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
         child_fail(pipefd, ST_PIDNS);
@@ -377,7 +423,7 @@ static void init_direct(const struct hcp_launch *l, int pipefd)
         child_fail(pipefd, ST_PIDNS);
     if (pf.revents & (POLLERR | POLLHUP))
         _exit(127);
-    init_and_fork(l->iso, pipefd, l->status_fd, 1);
+    init_and_start(l, pipefd, l->status_fd, 1);
 }
 
 /* ---- the child ---------------------------------------------------------- */
@@ -460,8 +506,6 @@ static void own_group(unsigned want, int pipefd, pid_t parent)
         _exit(127);
 }
 
-static _Noreturn void child_tail(const struct hcp_launch *l, int pipefd);
-
 _Noreturn void hcp_child(const struct hcp_launch *l, int pipefd, pid_t parent)
 {
     const struct hcp_isolation *iso = l->iso;
@@ -493,11 +537,11 @@ _Noreturn void hcp_child(const struct hcp_launch *l, int pipefd, pid_t parent)
     if ((want & ISO_PIDNS) && getpid() == 1) {
         if (!on_base && unshare(CLONE_NEWNS) < 0)
             child_fail(pipefd, ST_PIDNS);
-        init_direct(l, pipefd);    /* from here on: the program, pid 2 */
+        init_direct(l, pipefd);    /* hcp-init; the program goes on to child_tail */
     } else if (want & ISO_PIDNS) {
         if (hcp_iso_pidns_unshare(!on_base) < 0)
             child_fail(pipefd, ST_PIDNS);
-        pidns_fork(iso, pipefd, l->end_fd);   /* from here on: the program, pid 2 */
+        pidns_fork(l, pipefd);     /* the same, one process further down */
     } else if (want & ISO_ROOTFS) {
         if (!on_base && unshare(CLONE_NEWNS) < 0)
             child_fail(pipefd, ST_ROOTFS);
@@ -653,6 +697,5 @@ _Noreturn void hcp_child_early(const struct hcp_launch *e, int sock)
         child_fail(pipefd, ST_NETNS);
     if ((iso.layers & ISO_EGRESS) && hcp_egress_listen(iso.egress_fd) < 0)
         child_fail(pipefd, ST_EGRESS);
-    init_direct(&l, pipefd);    /* from here on: the program, pid 2 */
-    child_tail(&l, pipefd);
+    init_direct(&l, pipefd);    /* hcp-init; the program goes on to child_tail */
 }

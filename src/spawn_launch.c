@@ -34,18 +34,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifdef __SANITIZE_ADDRESS__
-#include <sanitizer/asan_interface.h>
-#endif
-
 #ifndef SYS_execveat
 #define SYS_execveat 322
 #endif
-
-/* The stack of a CLONE_VM child, on the parent's own stack: the parent is
- * suspended until the child execs, so the region is quiet. hcp_child and
- * the helper stub use a few hundred bytes. */
-#define CHILD_STACK 32768
 
 /* ---- finding the helper ------------------------------------------------- */
 
@@ -163,20 +154,6 @@ static int stub_main(void *arg)
     hcp_child_fail(s->pipefd, ST_HELPER, -1);
 }
 
-static pid_t clone_vm(int (*fn)(void *), void *arg, int flags)
-{
-    char stack[CHILD_STACK] __attribute__((aligned(16)));
-    pid_t pid = clone(fn, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD | flags, arg);
-#ifdef __SANITIZE_ADDRESS__
-    /* the child's instrumented frames poisoned parts of this region in the
-     * shadow memory we share; our later frames reuse it */
-    int e = errno;
-    __asan_unpoison_memory_region(stack, sizeof stack);
-    errno = e;
-#endif
-    return pid;
-}
-
 /* The helper path: the plan in a memfd, the stub execs the helper. */
 static pid_t via_helper(const struct hcp_launch *l, int helper, int pipefd, pid_t parent, int *err)
 {
@@ -191,7 +168,7 @@ static pid_t via_helper(const struct hcp_launch *l, int helper, int pipefd, pid_
     struct stub s = { helper, pipefd, 2, { plan, pipefd }, { "hcp-spawn", fdarg, NULL, NULL, NULL }, { NULL } };
     s.nkeep += hcp_plan_fds(l, s.keep + s.nkeep);
     /* hcp-init as our own child, pid 1 of a namespace made by the clone */
-    pid_t pid = clone_vm(stub_main, &s, l->status_fd >= 0 ? CLONE_NEWPID : 0);
+    pid_t pid = hcp_clone_vm(stub_main, &s, l->status_fd >= 0 ? CLONE_NEWPID : 0);
     *err = errno;
     close(plan);
     return pid;
@@ -213,7 +190,7 @@ pid_t hcp_launch_early(const struct hcp_launch *e, int sock, int *err)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    pid_t pid = clone_vm(stub_main, &s, CLONE_NEWPID);
+    pid_t pid = hcp_clone_vm(stub_main, &s, CLONE_NEWPID);
     *err = errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     close(plan);
@@ -247,7 +224,7 @@ pid_t hcp_launch(const struct hcp_launch *l, int *report, int *err, const char *
     int fork_err;
     if (!l->iso->layers) {
         struct direct d = { l, p[1], parent };
-        pid = clone_vm(direct_main, &d, 0);
+        pid = hcp_clone_vm(direct_main, &d, 0);
         fork_err = errno;
     } else if (helper >= 0) {
         pid = via_helper(l, helper, p[1], parent, &fork_err);

@@ -233,6 +233,43 @@ pid_t fork(void)
     return (pid_t)S5(SYS_clone, SIGCHLD, 0, 0, 0, 0);
 }
 
+/* clone(2) the way glibc's wrapper does it: the child starts on `stack`
+ * (its top), runs fn(arg) there and exits with what it returns. Written in
+ * assembly because the child must not touch a byte of the parent's frame
+ * — with CLONE_VM they share it — and C code after a raw clone would.
+ * clone_raw returns the kernel's answer (a pid, or -errno) in the parent. */
+long hcp_clone_raw(int (*fn)(void *), void *stack, long flags, void *arg);
+__asm__(".text\n"
+        ".global hcp_clone_raw\n"
+        "hcp_clone_raw:\n"
+        "  and $-16, %rsi\n"          /* the child's stack: fn and arg on it */
+        "  sub $16, %rsi\n"
+        "  mov %rdi, (%rsi)\n"
+        "  mov %rcx, 8(%rsi)\n"
+        "  mov %rdx, %rdi\n"          /* clone(flags, stack, 0, 0, 0) */
+        "  xor %edx, %edx\n"
+        "  xor %r10d, %r10d\n"
+        "  xor %r8d, %r8d\n"
+        "  mov $56, %eax\n"
+        "  syscall\n"
+        "  test %rax, %rax\n"
+        "  jnz 1f\n"
+        "  xor %ebp, %ebp\n"          /* the child, on its own stack */
+        "  pop %rax\n"
+        "  pop %rdi\n"
+        "  call *%rax\n"
+        "  mov %eax, %edi\n"
+        "  mov $231, %eax\n"          /* exit_group */
+        "  syscall\n"
+        "  hlt\n"
+        "1:\n"
+        "  ret\n");
+
+int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
+{
+    return (int)ret(hcp_clone_raw(fn, stack, flags, arg));
+}
+
 int execve(const char *path, char *const argv[], char *const envp[])
 {
     return (int)S3(SYS_execve, path, argv, envp);
