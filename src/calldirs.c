@@ -16,7 +16,9 @@
  * directory, 0700), at most SPARES per prefix, never handed out twice, from
  * the second directory asked for on (a process that makes one call, as
  * hcp run, starts no worker: its directories are made and removed in it,
- * as before).
+ * as before). A spare taken is made again once the call's child has
+ * started (hcp_calldirs_kick), while the caller waits for the child
+ * anyway: waking a thread took ~40 µs here.
  * Handed out only if it is still what was made: a directory (not a link),
  * ours, mode 0700, empty; otherwise it is removed and a directory is made
  * there and then. What is removed behind: only paths no
@@ -70,6 +72,7 @@ static struct job *head, **tail = &head;
 static struct kind kinds[KINDS];
 static unsigned long clock_uses;
 static int running, busy, quit;
+static int kick_due;   /* spares are wanted: the worker is woken after the next spawn */
 static pthread_t worker;
 
 /* ---- with mu held ------------------------------------------------------- */
@@ -268,8 +271,15 @@ static int l_mkdtemp_ahead(lua_State *L)
             path = k->spare[0];
             memmove(k->spare, k->spare + 1, (size_t)--k->n * sizeof *k->spare);
         }
-        if (k && k->asked >= 2 && start() == 0)
-            pthread_cond_signal(&wake);
+        /* The worker is woken once the call's child is started
+         * (hcp_calldirs_kick), while the caller waits for it anyway: waking
+         * a thread took ~40 us here. Now, when no spare is left. */
+        if (k && k->asked >= 2 && start() == 0) {
+            if (k->n > 0)
+                kick_due = 1;
+            else
+                pthread_cond_signal(&wake);
+        }
         if (path && !still_fresh(path)) {
             (void)enqueue(path);   /* as it is, never through a link */
             path = NULL;
@@ -279,8 +289,22 @@ static int l_mkdtemp_ahead(lua_State *L)
     return hcp_push_mkdtemp(L, parent, prefix, path);
 }
 
+void hcp_calldirs_kick(void)
+{
+    if (!kick_due)
+        return;
+    pthread_mutex_lock(&mu);
+    kick_due = 0;
+    if (running)
+        pthread_cond_signal(&wake);
+    pthread_mutex_unlock(&mu);
+}
+
 /* core.rmtree_later(path) -> true: path handed to the worker when it runs
- * (a runtime's second call on), else removed now, in the caller. */
+ * (a runtime's second call on), else removed now, in the caller. The
+ * worker is woken now, though the wake costs the ending call ~40 µs here:
+ * woken later (at the next call's start), it removed the tree while that
+ * call ran, not in the time between, and the call took longer. */
 static int l_rmtree_later(lua_State *L)
 {
     const char *path = hcp_check_rmtree_path(L, 1);

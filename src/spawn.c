@@ -556,6 +556,7 @@ static int launch(lua_State *L, proc_t *p, struct hcp_launch *l, const struct sp
     }
     p->pid = pid;
     p->state = S_RUNNING;
+    hcp_calldirs_kick();
     /* made for this call: kept for the next (its first process is in it
      * once it has exec'd; an async proc opens it when its report says so) */
     if (p->netns_reuse && p->netns.net < 0 && p->report_fd < 0)
