@@ -26,7 +26,7 @@ void hcp_register_egress(lua_State *L);   /* egress.c (issue 14) */
 void hcp_register_json(lua_State *L);     /* json_decode.c: hcp.json.decode's fast path */
 void hcp_register_calldirs(lua_State *L); /* calldirs.c: a call's directories made ahead, removed behind */
 /* Wakes the calldirs worker if spares were asked for since: spawn.c calls it
- * once a child is started, so the wake costs the call nothing. */
+ * once a child is started, while the caller waits for the child anyway. */
 void hcp_calldirs_kick(void);
 
 /* Removes a directory tree by descriptor, never through a link (a final
