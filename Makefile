@@ -72,7 +72,7 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(LUA_CFLAGS) -fPIC
 # readline is not linked: the REPL loads it (src/readline_dl.c)
 LDLIBS := $(LUA_LIBS)
 
-CORE_SRC := $(filter-out src/hcp_lua.c src/repl.c src/readline_dl.c src/luac_cache.c src/luac_trim.c,$(wildcard src/*.c))
+CORE_SRC := $(filter-out src/hcp_lua.c src/repl.c src/readline_dl.c src/luac_cache.c src/luac_trim.c src/heap.c,$(wildcard src/*.c))
 CORE_OBJ := $(CORE_SRC:src/%.c=$(BUILD)/obj/%.o)
 HDRS     := $(wildcard src/*.h)
 LUA_MODULES := $(shell cd lua && find hcp -name '*.lua' | sort)
@@ -136,7 +136,7 @@ $(CORE_SO): $(CORE_OBJ) | $(dir $(CORE_SO))
 
 # hcp-lua embeds the core (preloaded as hcp.core); hcp and hcpx are links to
 # it that it dispatches on by argv[0].
-$(HCP_LUA): $(BUILD)/obj/hcp_lua.o $(BUILD)/obj/repl.o $(BUILD)/obj/readline_dl.o $(BUILD)/obj/luac_cache.o $(BUILD)/obj/luac_trim.o $(CORE_OBJ) | $(BUILD)/bin
+$(HCP_LUA): $(BUILD)/obj/hcp_lua.o $(BUILD)/obj/repl.o $(BUILD)/obj/readline_dl.o $(BUILD)/obj/luac_cache.o $(BUILD)/obj/luac_trim.o $(BUILD)/obj/heap.o $(CORE_OBJ) | $(BUILD)/bin
 	$(CC) $(ALL_CFLAGS) -rdynamic -o $@ $^ $(LDFLAGS) $(HCP_LUA_LIBS)
 
 $(BUILD)/bin/hcp $(BUILD)/bin/hcpx: | $(BUILD)/bin

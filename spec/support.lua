@@ -360,6 +360,16 @@ local FEATURES = {
   script = command("script", "util-linux script(1) gives a pseudo-terminal"),
   runuser = command("runuser", "to act as another user"),
   -- the name resolves on this host (a root without /etc/hosts has none)
+  -- transparent huge pages a process may ask for, and an hcp-lua whose
+  -- malloc is glibc's (make check's allocator is ASan's: no brk heap)
+  thp = function()
+    local mode = (S.read("/sys/kernel/mm/transparent_hugepage/enabled") or ""):match("%[(%a+)%]")
+    if mode ~= "always" and mode ~= "madvise" then
+      return "no transparent huge pages here (mode " .. tostring(mode) .. ")"
+    end
+    local _, asan = S.sh("grep -q __asan_init " .. S.q(S.HCP_LUA))
+    if asan == 0 then return "the hcp-lua under test has a sanitizer's allocator (make check)" end
+  end,
   localhost = function()
     local out = S.sh("getent ahosts localhost 2>&1")
     if not out:match("127%.0%.0%.1") and not out:match("::1") then return "localhost does not resolve on this host" end
@@ -391,7 +401,7 @@ end
 
 local known = {}
 --- Why the host lacks `feature` (nil when it has it). Features: root,
---- nonroot, init_root, nobody, nobody_runs_build, bwrap, child_proc, the core.probe() layers
+--- nonroot, init_root, nobody, nobody_runs_build, bwrap, child_proc, thp, the core.probe() layers
 --- (landlock, seccomp, netns, pidns, userns, caps, rlimits, cgroup, rootfs, ipcns), "layer:X"
 --- (the default runtime applies layer X), localhost (the name resolves),
 --- and the commands cc, python3, script, runuser, unshare, groff, pgrep. A list is checked in order; the first

@@ -562,6 +562,7 @@ int main(int argc, char **argv)
     int cli, status, code;
     lua_State *L;
 
+    hcp_heap_prepare();   /* first: nothing may have grown the heap yet */
     base = base ? base + 1 : (argv[0] ? argv[0] : "hcp-lua");
     cli = strcmp(base, "hcp") == 0 || strcmp(base, "hcpx") == 0;
     if (argv[0] == NULL) {  /* execve with an empty argv: lua.c tolerates it */

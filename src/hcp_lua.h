@@ -31,6 +31,10 @@ void hcp_luac_install(lua_State *L);
  * is not what this Lua writes (luac_trim.c). */
 size_t hcp_luac_trim(const unsigned char *in, size_t len, unsigned char *out);
 
+/* Before the first malloc: the heap on transparent huge pages where the
+ * kernel has them (heap.c). */
+void hcp_heap_prepare(void);
+
 /* The interactive loop (repl.c): reads, runs and prints until EOF. */
 void hcp_lua_repl(lua_State *L);
 

@@ -1,0 +1,56 @@
+-- spec/huge_heap_spec.lua — hcp-lua's heap on a transparent huge page
+-- (issue 12, src/heap.c): loading hcp's modules then costs a handful of
+-- page faults instead of one per 4 KiB of heap; HCP_HUGE_HEAP=0 keeps the
+-- heap as glibc makes it.
+local S = require("spec.support")
+
+local q = S.q
+
+-- What hcp-lua reports of itself once hcp's modules are loaded: the huge
+-- pages of its [heap] mappings (kB), whether one is marked for them ("hg"
+-- among its VmFlags), and its minor page faults so far.
+local REPORT = [[
+require("hcp.cli")
+local huge, marked, in_heap = 0, false, false
+for line in io.lines("/proc/self/smaps") do
+  local name = line:match("^%x+%-%x+ %S+ %S+ %S+ %S+%s*(.*)$")
+  if name then in_heap = name == "[heap]" end
+  if in_heap then
+    huge = huge + tonumber(line:match("^AnonHugePages:%s+(%d+) kB") or 0)
+    if line:match("^VmFlags:.* hg") then marked = true end
+  end
+end
+local stat = io.open("/proc/self/stat"):read("a"):gsub("^.*%) ", "")
+local fields = {}
+for f in stat:gmatch("%S+") do fields[#fields + 1] = f end
+io.write(huge, " ", tostring(marked), " ", fields[8])  -- field 10 of stat: minflt
+]]
+
+local function report(env)
+  local script = S.write(S.tmpdir("hh-") .. "/report.lua", REPORT)
+  local out = S.must_sh(string.format("cd %s && env %s %s %s", q(S.REPO), env, q(S.HCP_LUA), q(script)))
+  local huge, marked, faults = out:match("^(%d+) (%a+) (%d+)$")
+  assert(huge, "unexpected report: " .. out)
+  return tonumber(huge), marked == "true", tonumber(faults)
+end
+
+describe("hcp-lua's heap", function()
+  S.it("thp", "is marked for huge pages and backed by one once hcp's modules are loaded", function()
+    local huge, marked = report("HCP_HUGE_HEAP=1")
+    assert.is_true(marked)
+    assert.is_true(huge >= 2048, "AnonHugePages of [heap]: " .. huge .. " kB")
+  end)
+
+  S.it("thp", "costs fewer page faults than the same load on small pages", function()
+    local _, _, on = report("HCP_HUGE_HEAP=1")
+    local _, _, off = report("HCP_HUGE_HEAP=0")
+    -- ~1 MB of heap: ~250 faults on 4 KiB pages, a few on a huge one
+    assert.is_true(on + 50 < off, string.format("minor faults: %d with, %d without", on, off))
+  end)
+
+  it("HCP_HUGE_HEAP=0 leaves it on small pages, unmarked", function()
+    local huge, marked = report("HCP_HUGE_HEAP=0")
+    assert.is_false(marked)
+    assert.equals(0, huge)
+  end)
+end)
