@@ -654,6 +654,11 @@ int hcp_rootfs_build_on(const struct hcp_rootfs *rf, int *where)
         return close_all(trees, rf->n), -1;
     if (take_base(root, old, rf) < 0)
         return close_all(trees, rf->n), fail_close(old, root);
+    /* The base's /dev, read-only, is the way to the call's own /dev/shm, as
+     * a view built from nothing has its /dev: a mount point under /dev/shm
+     * (a runtime whose TMPDIR is there has its jails there) is made in the
+     * private tmpfs; nothing can be made in /dev itself (EROFS). */
+    add_own("/dev");
     for (int i = 0; i < rf->n; i++) {
         *where = i;
         int r, tgt;
