@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -381,13 +382,22 @@ static int ns_type(int fd)
     return ioctl(fd, NS_GET_NSTYPE);
 }
 
+/* The kernel's last capability: fixed until the next boot, so read once
+ * per process (three system calls fewer on every call's path). */
 static int read_cap_last(void)
 {
+    static atomic_int known;   /* 0: not read yet */
+    int last = atomic_load(&known);
+    if (last > 0)
+        return last;
     char buf[16];
     if (hcp_read_small("/proc/sys/kernel/cap_last_cap", buf, sizeof buf) <= 0)
         return -1;
     long v = strtol(buf, NULL, 10);
-    return v > 0 && v < 64 ? (int)v : -1;
+    if (v <= 0 || v >= 64)
+        return -1;
+    atomic_store(&known, (int)v);
+    return (int)v;
 }
 
 /* Appends the array at `from` to the array at `to`. */
