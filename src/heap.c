@@ -5,10 +5,11 @@
  * ~10 µs (a 2 MB region touched page by page: 4.8 ms; the same region as
  * one huge page: ~0.1 ms, measured on the bench machine). So before the
  * first malloc, the program break is moved to one page short of a 2 MB
- * boundary, malloc is told to grow the heap 4 MB at a time, and the part
- * of the heap from that boundary on is marked MADV_HUGEPAGE: the first
- * page (malloc's own bookkeeping, touched at once) is a small one, the
- * rest is backed by huge pages as it is first touched.
+ * boundary, malloc is told to grow the heap 4 MB at a time, and the 2 MB
+ * of the heap past that boundary (what a command's start-up uses) are
+ * marked MADV_HUGEPAGE: the first page (malloc's own bookkeeping, touched
+ * at once) is a small one, the rest one huge page once first touched; the
+ * heap beyond grows on small pages, as before.
  *
  * Only where it is safe to do nothing special: if the kernel has no THP
  * (or it is "never"), madvise fails or is ignored and the heap is what it
