@@ -1,4 +1,5 @@
-/* heap.c — hcp-lua's heap on a transparent huge page (issue 12).
+/* heap.c — hcp-lua's heap on a transparent huge page, when asked for
+ * (issue 12).
  *
  * Loading the modules of `hcp run` grows the C heap by ~1 MB, page by
  * page: ~120 page faults, and on a paravirtualised guest a fault costs
@@ -11,13 +12,20 @@
  * at once) is a small one, the rest one huge page once first touched; the
  * heap beyond grows on small pages, as before.
  *
- * Only where it is safe to do nothing special: if the kernel has no THP
- * (or it is "never"), madvise fails or is ignored and the heap is what it
- * was. If malloc does not grow its heap with brk (a sanitizer's or
- * valgrind's allocator) or was in use before main, nothing is marked.
- * HCP_HUGE_HEAP=0 turns it off. What it costs: the heap's memory is taken
- * 2 MB at a time (a process's resident size grows by up to 2 MB), and the
- * top of the heap is given back to the kernel only past 16 MB free. */
+ * Asked for only: HCP_HUGE_HEAP=1. What it costs is why it is not the
+ * default: the heap's start is then one page below a 2 MB boundary, so
+ * the low 21 bits of its address (malloc's own state first of all) are
+ * the same in every process — 9 bits less randomness than the kernel
+ * gives the heap, in the process that parses what agents send. A few
+ * milliseconds of start-up on a host where page faults are dear do not
+ * buy that by default. And: the heap's memory is taken 2 MB at a time
+ * (a process's resident size grows by up to 2 MB), and its top is given
+ * back to the kernel only past 16 MB free.
+ *
+ * Where the kernel has no THP (or it is "never"), madvise fails or is
+ * ignored and the heap is on small pages, as without it. If malloc does
+ * not grow its heap with brk (a sanitizer's or valgrind's allocator) or
+ * was in use before main, nothing is marked. */
 #include "hcp_lua.h"
 
 #include <malloc.h>
@@ -31,8 +39,8 @@
 
 void hcp_heap_prepare(void)
 {
-    const char *off = getenv("HCP_HUGE_HEAP");
-    if (off && strcmp(off, "0") == 0)
+    const char *on = getenv("HCP_HUGE_HEAP");
+    if (!on || strcmp(on, "1") != 0)
         return;
     long pagesz = sysconf(_SC_PAGESIZE);
     if (pagesz <= 0)
