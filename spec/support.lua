@@ -359,17 +359,28 @@ local FEATURES = {
   python3 = command("python3", "it drives a pseudo-terminal"),
   script = command("script", "util-linux script(1) gives a pseudo-terminal"),
   runuser = command("runuser", "to act as another user"),
-  -- the name resolves on this host (a root without /etc/hosts has none)
+  -- an hcp-lua whose malloc is glibc's: make check's is ASan's, which has
+  -- no brk heap and places its chunks at addresses fixed by design
+  glibc_malloc = function()
+    local _, asan = S.sh("grep -q __asan_init " .. S.q(S.HCP_LUA))
+    if asan == 0 then return "the hcp-lua under test has a sanitizer's allocator (make check)" end
+  end,
+  -- the kernel randomizes where programs and their heaps are placed
+  aslr = function()
+    if (S.read("/proc/sys/kernel/randomize_va_space") or ""):match("^0") then
+      return "address space randomization is off on this host (kernel.randomize_va_space = 0)"
+    end
+  end,
   -- transparent huge pages a process may ask for, and an hcp-lua whose
-  -- malloc is glibc's (make check's allocator is ASan's: no brk heap)
+  -- malloc is glibc's
   thp = function()
     local mode = (S.read("/sys/kernel/mm/transparent_hugepage/enabled") or ""):match("%[(%a+)%]")
     if mode ~= "always" and mode ~= "madvise" then
       return "no transparent huge pages here (mode " .. tostring(mode) .. ")"
     end
-    local _, asan = S.sh("grep -q __asan_init " .. S.q(S.HCP_LUA))
-    if asan == 0 then return "the hcp-lua under test has a sanitizer's allocator (make check)" end
+    return S.lacks("glibc_malloc") or nil
   end,
+  -- the name resolves on this host (a root without /etc/hosts has none)
   localhost = function()
     local out = S.sh("getent ahosts localhost 2>&1")
     if not out:match("127%.0%.0%.1") and not out:match("::1") then return "localhost does not resolve on this host" end
@@ -401,7 +412,7 @@ end
 
 local known = {}
 --- Why the host lacks `feature` (nil when it has it). Features: root,
---- nonroot, init_root, nobody, nobody_runs_build, bwrap, child_proc, thp, the core.probe() layers
+--- nonroot, init_root, nobody, nobody_runs_build, bwrap, child_proc, thp, glibc_malloc, aslr, the core.probe() layers
 --- (landlock, seccomp, netns, pidns, userns, caps, rlimits, cgroup, rootfs, ipcns), "layer:X"
 --- (the default runtime applies layer X), localhost (the name resolves),
 --- and the commands cc, python3, script, runuser, unshare, groff, pgrep. A list is checked in order; the first
