@@ -347,11 +347,17 @@ describe("netns = fd", function()
     -- a runtime that is not root may join it only with the user namespace
     -- that owns it (the next spec's subject)
     local user <close> = not ROOT and assert(holder:nsfd("user")) or nil
-    local mine = kv(assert(core.spawn({ path = tool(), argv = { "nstool", "aconnect", name }, env = {}, cwd = "/",
-      isolation = { netns = ns, userns = user, pidns = true, caps = true } })):wait().stdout)
+    -- the holder may not listen yet when its namespace is there: connect
+    -- until it does (ECONNREFUSED until then), or fail at the deadline
+    local mine
+    S.wait_until(function()
+      mine = kv(assert(core.spawn({ path = tool(), argv = { "nstool", "aconnect", name }, env = {}, cwd = "/",
+        isolation = { netns = ns, userns = user, pidns = true, caps = true } })):wait().stdout)
+      return mine.connect == 0
+    end, 10, "a connect to the holder's listener")
     holder:kill("KILL")
     holder:wait()
-    assert.equals(0, mine.connect)
+    assert.equals(0, mine.connect, "connect to the listener in the joined namespace")
     -- an integer works too, and it is the holder's namespace
     local again = kv(start(nil, { netns = ns:fd(), userns = user and user:fd(), pidns = true }):wait().stdout)
     assert.equals(mine.ns, again.ns)
@@ -391,9 +397,14 @@ describe("netns = fd", function()
       local h = assert(core.spawn({ path = t, argv = { "nstool", "alisten", "nb-%d", "30" }, env = {}, cwd = "/",
         isolation = { netns = true, pidns = true } }))
       local net, user = assert(h:nsfd("net")), assert(h:nsfd("user"))
-      local p, err = core.spawn({ path = t, argv = { "nstool", "aconnect", "nb-%d" }, env = {}, cwd = "/",
-        isolation = { netns = net, userns = user, pidns = true, caps = true } })
-      io.write(p and p:wait().stdout or ("refused=" .. err:gsub("%%s", "_")), "\n")
+      -- until the holder listens (ECONNREFUSED before), at most 10 s
+      local out, deadline = nil, core.monotonic_us() + 10e6
+      repeat
+        local p, err = core.spawn({ path = t, argv = { "nstool", "aconnect", "nb-%d" }, env = {}, cwd = "/",
+          isolation = { netns = net, userns = user, pidns = true, caps = true } })
+        out = p and p:wait().stdout or ("refused=" .. err:gsub("%%s", "_"))
+      until not p or out:find("connect=0", 1, true) or core.monotonic_us() > deadline
+      io.write(out, "\n")
       local q, qerr = core.spawn({ path = t, argv = { "nstool" }, env = {}, cwd = "/",
         isolation = { netns = net, pidns = true } })
       io.write(q and ("without=" .. q:wait().exit) or ("without_refused=" .. qerr:gsub("%%s", "_")), "\n")
