@@ -28,8 +28,9 @@ for f in stat:gmatch("%S+") do fields[#fields + 1] = f end
 io.write(huge, " ", tostring(marked), " ", fields[8])  -- field 10 of stat: minflt
 ]]
 
+local script -- written once, on the first report
 local function report(env)
-  local script = S.write(S.tmpdir("hh-") .. "/report.lua", REPORT)
+  script = script or S.write(S.tmpdir("hh-") .. "/report.lua", REPORT)
   local out = S.must_sh(string.format("cd %s && env %s %s %s", q(S.REPO), env, q(S.HCP_LUA), q(script)))
   local huge, marked, faults = out:match("^(%d+) (%a+) (%d+)$")
   assert(huge, "unexpected report: " .. out)

@@ -378,7 +378,7 @@ local FEATURES = {
     if mode ~= "always" and mode ~= "madvise" then
       return "no transparent huge pages here (mode " .. tostring(mode) .. ")"
     end
-    return S.lacks("glibc_malloc") or nil
+    return S.lacks("glibc_malloc")
   end,
   -- the name resolves on this host (a root without /etc/hosts has none)
   localhost = function()
