@@ -120,21 +120,23 @@ describe("the base view", function()
     assert.equals("/dev/shm:\n.\n..\n" .. name .. "\n\n" .. top .. ":\n.\n..\n" .. jname .. "\n", r.stdout)
   end)
 
-  it("a runtime whose TMPDIR is /dev/shm runs every call, on the base from its second on", function()
+  it("10.2.2 a runtime whose TMPDIR is /dev/shm jails every call in a private directory there, on the base"
+    .. " from its second call on", function()
     if not CAN then pending(WHY) return end
     local script = S.write(S.tmpdir("bshm-") .. "/run.lua", [[
-      local rt = assert(require("hcp").create({ allow_bins = { "/bin/cat" } }))
+      local rt = assert(require("hcp").create({ allow_bins = { "/bin/sh" } }))
       for i = 1, 3 do
-        local res = rt:exec({ bin = "/bin/cat", args = { "/proc/self/mountinfo" } })
+        local res = rt:exec({ bin = "/bin/sh", args = { "-c", "pwd; cat /proc/self/mountinfo" } })
+        local jailed = res.ok and res.stdout:match("^/dev/shm/hcp%-rt%-[^\n]+\n") and "jailed" or "not jailed"
         io.write(i, " ", tostring(res.ok), " ", res.ok and (res.stdout:match(" / /etc ro,") and "base" or "fresh")
-          or tostring(res.error), "\n")
+          or tostring(res.error), " ", jailed, "\n")
       end
       rt:close()]])
     -- S.LUA: stock lua5.4 with the build's core, or make check's hcp-lua
     -- (the sanitized core built in)
     local out = S.must_sh(string.format("cd %s && env TMPDIR=/dev/shm LUA_PATH='lua/?.lua;lua/?/init.lua;;'"
       .. " LUA_CPATH=%s %s %s 2>&1", S.q(S.REPO), S.q(S.REPO .. "/" .. S.CPATH .. ";;"), S.q(S.LUA), S.q(script)))
-    assert.equals("1 true fresh\n2 true base\n3 true base\n", out)
+    assert.equals("1 true fresh jailed\n2 true base jailed\n3 true base jailed\n", out)
   end)
 
   it("is what auto uses for a root runtime from its second view on (its /etc is a mount of its own)", function()
