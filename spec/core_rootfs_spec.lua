@@ -124,6 +124,10 @@ end
 
 local SYS = { "/usr", "/bin", "/lib", "/lib64", "/etc/passwd" }
 
+local function symlink(target, path)
+  return os.execute("ln -s " .. q(target) .. " " .. q(path))
+end
+
 local function spawn(argv, iso, extra)
   local o = extra or {}
   o.path, o.argv = o.path or argv[1], argv
@@ -178,6 +182,77 @@ describe("isolation.rootfs", function()
       local p, msg = spawn({ "/bin/true" }, { rootfs = case[1] })
       assert.is_nil(p)
       assert.equal(case[2], msg)
+    end
+  end)
+
+  -- The lexical check above sees only the path as given; a link (or a link
+  -- on the way) can lead anywhere. What is bound is the resolved path, so
+  -- that is what must not be the host's /proc, /dev or /tmp: a link to
+  -- /proc/self would put the runtime's own fds and environ in the view, one
+  -- to /dev/shm every host process's shared memory, one to /tmp the host's
+  -- unix sockets (connect works on a read-only bind).
+  it("refuses a path that resolves into the host's /proc, /dev or /tmp, whatever the link", function()
+    if not need("rootfs") then return end
+    local w = workdir()
+    local RES = ": reserved: the view has its own /dev, /proc and /tmp"
+    local links = {
+      { "l-proc-self", "/proc/self" },
+      { "l-proc-sys", "/proc/sys/kernel" },
+      { "l-proc-fd", "/proc/" .. PID .. "/fd" },
+      { "l-dev", "/dev" },
+      { "l-dev-shm", "/dev/shm" },
+      { "l-dev-null", "/dev/null" },
+      { "l-tmp", "/tmp" },
+      { "l-rel", "../../../../../../../proc/self/environ" },
+      { "l-root", "/proc/1/root" },
+    }
+    for _, l in ipairs(links) do assert(symlink(l[2], w .. "/" .. l[1])) end
+    -- a link on the way rather than at the end (a rw path may not be a link itself)
+    assert(symlink("/proc/self", w .. "/via"))
+    local cases = {}
+    for _, l in ipairs(links) do
+      local src = (l[2]:gsub("^[./]*proc/self", "/proc/" .. PID))
+      if l[1] == "l-root" then src = nil end
+      cases[#cases + 1] = { { ro = { w .. "/" .. l[1] } }, w .. "/" .. l[1], src }
+    end
+    cases[#cases + 1] = { { rw = { w .. "/via/fd" } }, w .. "/via/fd", "/proc/" .. PID .. "/fd" }
+    for _, c in ipairs(cases) do
+      local p, msg = spawn({ "/bin/true" }, { rootfs = c[1] })
+      if p then p:kill(9); p:wait() end
+      assert.is_nil(p, c[2])
+      if c[3] then
+        assert.equal("spawn: isolation: rootfs: " .. c[2] .. ": resolves to " .. c[3] .. RES, msg)
+      else
+        -- /proc/1/root names the host's root, where the runtime may read
+        -- the link at all (not where pid 1 is not ptrace-able by it)
+        local base = "spawn: isolation: rootfs: " .. c[2] .. ": "
+        assert.is_true(msg == base .. "resolves to the host's root" or msg == base .. "Permission denied", msg)
+      end
+    end
+    -- the same host paths stay usable where they are the jail under /dev/shm
+    -- (a TMPDIR=/dev/shm runtime), the case the lexical rule lets through
+    local shm = assert(core.mkdtemp("/dev/shm", "hcp-spec-"))
+    finally(function() core.rmtree(shm) end)
+    assert(symlink(shm, w .. "/l-shm-jail"))
+    local r = sh("ls " .. q(w .. "/l-shm-jail") .. " && echo ok", { rootfs = { ro = { "/usr", "/bin", "/lib",
+      "/lib64", w .. "/l-shm-jail" } } })
+    assert.equal("ok\n", r.stdout, r.stderr)
+  end)
+
+  it("refuses a device node outside /dev (nodev would make it inert; a view has no place for it)", function()
+    if not need("rootfs") then return end
+    if not IS_ROOT then return pending("mknod needs root (run as nobody here)") end
+    local w = workdir()
+    -- /dev/mem's numbers: the node a hostile host directory would hold
+    assert(os.execute("mknod " .. q(w .. "/mem") .. " c 1 1 && mknod " .. q(w .. "/loop") .. " b 7 0"))
+    assert(symlink(w .. "/mem", w .. "/l-mem"))
+    for _, c in ipairs({ { "ro", "mem" }, { "ro", "loop" }, { "ro", "l-mem" }, { "rw", "mem" } }) do
+      local p, msg = spawn({ "/bin/true" }, { rootfs = { [c[1]] = { w .. "/" .. c[2] } } })
+      if p then p:kill(9); p:wait() end
+      assert.is_nil(p, c[2])
+      local want = c[2] == "l-mem" and ": resolves to " .. w .. "/mem" or ""
+      assert.equal("spawn: isolation: rootfs: " .. w .. "/" .. c[2] .. want ..
+        ": a device node cannot be part of the view (its /dev is its own)", msg)
     end
   end)
 

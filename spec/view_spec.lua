@@ -333,6 +333,31 @@ describe("view: host unix sockets", function()
     assert.equal("wrap.sockets", problems[1].field)
   end)
 
+  -- The grant's path is checked lexically at create, and must be a socket
+  -- itself (no final link); but a directory on the way may be a link, and
+  -- what is bound is where it leads when the call runs. Into the host's
+  -- /dev (a service's socket there) it is refused, as /dev itself is.
+  each_driver("a grant that leads into the host's /dev through a link on the way is refused, nothing spawned", function(driver)
+    if not IS_ROOT then pending("making a socket in the host's /dev needs root") return end
+    local devdir = "/dev/hcp-spec-dir-" .. PID .. "-" .. driver
+    local flag = SHARED .. "/connected-dev-" .. driver
+    assert(core.mkdir(devdir))
+    local p = assert(core.spawn({ path = tool(), argv = { tool(), "serve", devdir .. "/s.sock", flag, "0" }, env = {}, cwd = "/" }))
+    finally(function() p:kill("KILL") p:wait() core.rmtree(devdir) os.remove(flag) end)
+    assert(eventually(function() return select(2, S.sh("test -S " .. q(devdir .. "/s.sock"))) == 0 end),
+      "server did not start")
+    local linkdir = S.tmpdir("vlink-")
+    assert(os.execute("chmod 755 " .. q(linkdir) .. " && ln -s " .. q(devdir) .. " " .. q(linkdir .. "/d")))
+    local granted = linkdir .. "/d/s.sock"
+    local rt = runtime(driver, { tool_pack("g") }, { sockets = { g = { granted } } })
+    local res = rt:call({ pack = "g", args = { "connect", granted, "0" } })
+    assert.equal(126, res.exit, res.stdout)
+    assert.is_truthy(tostring(res.error):find(granted .. ": resolves to " .. devdir .. "/s.sock" ..
+      ": reserved: the view has its own /dev, /proc and /tmp", 1, true), res.error)
+    assert.is_nil(res.stdout) -- refused before the spawn: no output at all
+    assert.is_nil(S.read(flag))
+  end)
+
   it("a granted path that is not a socket is refused at the call; a bad grant at create", function()
     local rt = runtime("local", { tool_pack("g") }, { sockets = { g = { SHARED } } })
     local res = rt:call({ pack = "g", args = { "connect", SHARED, "0" } })

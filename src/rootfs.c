@@ -162,11 +162,25 @@ static int plan_one(lua_State *L, int pin, const char *given, int rw, struct hcp
     e->dest = pin_str(L, pin, norm);
     e->src = pin_str(L, pin, real);
     free(real);
+    /* What is bound is the resolved path: a link (at the end or on the way)
+     * must not lead where the given path may not be (/proc/self: the
+     * runtime's fds and environ; /dev/shm: the host's shared memory; /tmp:
+     * the host's unix sockets, which connect(2) reaches on a read-only bind). */
     if (strcmp(e->src, "/") == 0)
         return rf_error(L, EINVAL, norm, "resolves to the host's root");
+    if ((bad = reserved(e->src)))
+        return lua_pushfstring(L, "spawn: isolation: rootfs: %s: resolves to %s: %s", norm, e->src, bad), EINVAL;
     /* a link: what it leads to (no link: lstat said already) */
     if (S_ISLNK(st.st_mode) && stat(e->src, &st) < 0)
         return rf_error(L, errno, norm, NULL);
+    /* Binds are nodev, so a node would be inert; but a view's devices are
+     * its own /dev's, and a node elsewhere is a host's mistake or a trap. */
+    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+        if (strcmp(norm, e->src) == 0)
+            return rf_error(L, EINVAL, norm, "a device node cannot be part of the view (its /dev is its own)");
+        return lua_pushfstring(L, "spawn: isolation: rootfs: %s: resolves to %s: a device node cannot be part of "
+                               "the view (its /dev is its own)", norm, e->src), EINVAL;
+    }
     e->kind = RF_BIND;   /* or RF_LINK, decided in link_or_bind */
     e->base = 0;
     e->rw = (unsigned char)rw;

@@ -83,6 +83,33 @@ function M.staged(v, system)
   return stage, source
 end
 
+-- The host paths a view never shows, whatever link leads there: the
+-- view's /dev, /proc and /tmp are its own (the C core's rootfs.c, reserved).
+local function reserved(p)
+  local function under(base) return p == base or p:sub(1, #base + 1) == base .. "/" end
+  return p == "/" or (under("/dev") and not p:match("^/dev/shm/.")) or under("/proc") or p == "/tmp"
+end
+
+--- The view's paths checked as bubblewrap will bind them, every link
+--- followed now: none may lead to the host's root, /dev, /proc or /tmp
+--- (the local driver's core does the same in its plan). A path that does
+--- not exist is left to the bind (a missing system path is skipped).
+---@param v hcp.View
+---@param realpath fun(p: string): string?
+---@return true? ok, string? err
+function M.check_sources(v, realpath)
+  for _, list in ipairs({ v.ro, v.rw }) do
+    for _, p in ipairs(list) do
+      local real = realpath(p)
+      if real and reserved(real) then
+        return nil, string.format("spawn: view: %s: resolves to %s: %s", p, real, real == "/"
+          and "the host's root cannot be part of the view" or "reserved: the view has its own /dev, /proc and /tmp")
+      end
+    end
+  end
+  return true
+end
+
 local function push(t, ...)
   for _, a in ipairs({ ... }) do t[#t + 1] = a end
 end

@@ -59,6 +59,10 @@ function Bwrap:spawn(ctx, spec)
   if not real or core.filetype(real) ~= "file" then
     return nil, string.format("spawn: %s: not a regular executable file", spec.path), 13
   end
+  -- what bubblewrap binds is what the paths lead to now: never the host's
+  -- /proc, /dev or /tmp through a link (view.check_sources)
+  local ok, verr = view.check_sources(ctx.view, core.realpath)
+  if not ok then return nil, verr, 22 end
   -- issue 14: a call with a proxy runs in the namespace the core made for
   -- it (the proxy listens there): bubblewrap shares that one
   local proxied = spec.isolation ~= nil and spec.isolation.egress ~= nil

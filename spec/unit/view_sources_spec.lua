@@ -1,0 +1,34 @@
+-- spec/unit/view_sources_spec.lua — hcp.view.check_sources, the bwrap
+-- driver's check of where a view's paths lead (the local driver's is in the
+-- C core's plan: spec/core_rootfs_spec.lua). A fake realpath stands for the
+-- links, so every spelling of the host's /dev, /proc and /tmp is covered.
+local view = require("hcp.view")
+
+local RES = ": reserved: the view has its own /dev, /proc and /tmp"
+
+local function check(links, ro, rw)
+  return view.check_sources({ ro = ro or {}, rw = rw or {} }, function(p) return links[p] end)
+end
+
+describe("view.check_sources", function()
+  it("refuses a path that leads to the host's /proc, /dev, /tmp or root, read-only or read-write", function()
+    for _, c in ipairs({
+      { "/proc/4242", RES }, { "/proc", RES }, { "/proc/sys/kernel", RES },
+      { "/dev", RES }, { "/dev/shm", RES }, { "/dev/null", RES }, { "/dev/pts/0", RES },
+      { "/tmp", RES }, { "/", ": the host's root cannot be part of the view" },
+    }) do
+      for _, kind in ipairs({ "ro", "rw" }) do
+        local ok, err = check({ ["/srv/l"] = c[1] }, kind == "ro" and { "/srv/l" } or nil,
+          kind == "rw" and { "/srv/l" } or nil)
+        assert.is_nil(ok, c[1])
+        assert.equal("spawn: view: /srv/l: resolves to " .. c[1] .. c[2], err)
+      end
+    end
+  end)
+
+  it("lets through what only looks alike, and paths that do not exist", function()
+    local links = { ["/a"] = "/dev/shm/hcp-x/jail", ["/b"] = "/tmp/hcp-y", ["/c"] = "/procfs", ["/d"] = "/devices",
+      ["/e"] = "/usr/lib" }
+    assert.is_true(check(links, { "/a", "/c", "/d", "/e", "/missing" }, { "/b" }))
+  end)
+end)
