@@ -303,6 +303,7 @@ bench: deps all
 	$(CC) -O2 -o $(BUILD)/bench_spawn_parallel bench/spawn_parallel.c
 	$(CC) -O2 -o $(BUILD)/bench_capture bench/capture.c
 	$(CC) -O2 -o $(BUILD)/bench_floors bench/floors.c
+	$(if $(HELPER),$(CC) $(HELPER_CFLAGS) -static -nostdlib -no-pie -o $(BUILD)/bench_forker bench/forker.c src/helper/nolibc.c -lgcc)
 	$(HCP_LUA) bench/latency.lua $(BUILD)
 	$(HCP_LUA) bench/inflight_bench.lua $(BUILD)/bench_spawn_parallel
 	$(HCP_LUA) bench/capture.lua $(BUILD)

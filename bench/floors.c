@@ -44,6 +44,8 @@
 
 static char *argv_true[] = { "true", NULL }, *envp[] = { NULL };
 static int netns_fd = -1, prebuilt_fd = -1;
+static char forker[4096];                  /* bench_forker beside us; "" when not built */
+static int zygote_in = -1, zygote_out = -1;   /* its serve mode's stdin and stdout */
 static volatile int ruleset_fd = -1;   /* read by the CLONE_VM child: no store may be elided */
 static const char *cgroup_dir;
 
@@ -189,10 +191,12 @@ static void build_view(void)
         _exit(98);
 }
 
-enum { C_SPAWN, C_VFORK, C_SETSID, C_IPCNS, C_NETNS, C_SETNS, C_MNTNS, C_VIEW, C_PIDNS, C_PIDMAX, C_SECCOMP,
+enum { C_SPAWN, C_VFORK, C_TRAMPOLINE, C_ZYGOTE, C_SETSID, C_IPCNS, C_NETNS, C_SETNS, C_MNTNS, C_VIEW, C_PIDNS, C_PIDMAX, C_SECCOMP,
        C_CAPS, C_LANDLOCK, C_LANDLOCK_PRE, C_CGROUP, C_AUTO, C_ONECALL, NCASES };
 static const char *const names[NCASES] = {
-    "posix_spawn+wait (reference)", "clone(VM|VFORK)+exec", "+ setsid (a session: an autogroup)",
+    "posix_spawn+wait (reference)", "clone(VM|VFORK)+exec",
+    "+ a static helper exec'd first (hcp-spawn)", "a helper started once forks it (zygote)",
+    "+ setsid (a session: an autogroup)",
     "+ fresh IPC namespace", "+ fresh network namespace", "+ setns into an existing netns",
     "+ fresh mount namespace (copy)", "+ a view built from nothing (41 paths, pivot_root)",
     "+ fresh pid namespace (its init starts the program)", "+ pid_max in it",
@@ -251,6 +255,11 @@ static int child(void *arg)
     (void)arg;
     char buf[24];
     switch (current) {
+    case C_TRAMPOLINE: {
+        char *av[] = { "bench_forker", "exec", "/bin/true", NULL };
+        execve(forker, av, envp);
+        _exit(99);
+    }
     case C_SETSID: if (setsid() < 0) _exit(80); break;
     case C_IPCNS: if (unshare(CLONE_NEWIPC)) _exit(81); break;
     case C_NETNS: if (unshare(CLONE_NEWNET)) _exit(82); break;
@@ -302,6 +311,12 @@ static double sample(int c)
         ruleset_fd = build_ruleset();
     else if (c == C_LANDLOCK_PRE || c == C_AUTO)
         ruleset_fd = prebuilt_fd;
+    if (c == C_ZYGOTE) {   /* the helper forks and waits; we wait for its word */
+        char k = 'f';
+        if (write(zygote_in, &k, 1) != 1 || read(zygote_out, &k, 1) != 1 || k != 'k')
+            return -1;
+        return now_us() - t0;
+    }
     if (c == C_SPAWN)
         posix_spawn(&pid, "/bin/true", NULL, NULL, argv_true, envp);
     else
@@ -323,10 +338,38 @@ static void remove_view_dirs(void)
     rmdir(view_jail);
 }
 
+/* bench_forker, beside this program (make bench builds both), started in
+ * its serve mode: the zygote case's helper, started once. */
+static void start_forker(void)
+{
+    ssize_t n = readlink("/proc/self/exe", forker, sizeof forker - 32);
+    char *slash = n > 0 ? memrchr(forker, '/', (size_t)n) : NULL;
+    int in[2], out[2];
+    if (!slash || (strcpy(slash + 1, "bench_forker"), access(forker, X_OK) != 0) || pipe2(in, O_CLOEXEC) ||
+        pipe2(out, O_CLOEXEC)) {
+        forker[0] = '\0';
+        return;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    char *av[] = { "bench_forker", "serve", "/bin/true", NULL };
+    pid_t pid;
+    if (posix_spawn(&pid, forker, &fa, NULL, av, envp) != 0)
+        forker[0] = '\0';
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(out[1]);
+    zygote_in = in[1];   /* its EOF ends it when we exit */
+    zygote_out = out[0];
+}
+
 /* A network namespace to join, made once; a Landlock ruleset built once;
- * the directories of the view's case. */
+ * the directories of the view's case; the zygote case's helper. */
 static void setup(void)
 {
+    start_forker();
     if (mkdtemp(view_root) && mkdtemp(view_jail))
         atexit(remove_view_dirs);
     else
@@ -403,6 +446,7 @@ int main(int argc, char **argv)
     setup();
     double *s = calloc((size_t)n * NCASES, sizeof *s);
     int skip[NCASES] = { 0 };
+    skip[C_TRAMPOLINE] = skip[C_ZYGOTE] = forker[0] == '\0';
     skip[C_SETNS] = netns_fd < 0;
     skip[C_CGROUP] = cgroup_dir == NULL;
     skip[C_VIEW] = skip[C_ONECALL] = view_root[0] == '\0';

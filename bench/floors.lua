@@ -36,7 +36,7 @@ for _, gap in ipairs(lib.CADENCES) do by_gap[gap] = run(gap) end
 if cgdir then core.rmdir(cgdir) end
 print(string.format("floors: each technique alone (C loop, %d rounds back to back, %d at 30 ms, interleaved), microseconds; "
   .. "+N = over clone+exec", rounds(0), rounds(30)))
-print(string.format("%-42s %-28s %s", "technique", "back to back: median p90 (+)", "30 ms idle: median p90 (+)"))
+print(string.format("%-52s %-28s %s", "technique", "back to back: median p90 (+)", "30 ms idle: median p90 (+)"))
 local base = {}
 for _, gap in ipairs(lib.CADENCES) do base[gap] = by_gap[gap][2] and by_gap[gap][2].med end
 for i, r in ipairs(by_gap[0]) do
@@ -46,7 +46,7 @@ for i, r in ipairs(by_gap[0]) do
     cells[#cells + 1] = x.med and string.format("%6.0f %7.0f (%+6.0f)      ", x.med, x.p90, x.med - base[gap])
       or "  n/a on this host           "
   end
-  print(string.format("%-42s %s %s", r.name, cells[1], cells[2]))
+  print(string.format("%-52s %s %s", r.name, cells[1], cells[2]))
 end
 
 -- What auto pays the kernel per call, from these rows alone: the sum of the
