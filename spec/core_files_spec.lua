@@ -237,7 +237,7 @@ describe("core file operations without /proc (the fallbacks)", function()
       show(core.stage(d .. "/out", "fifo", d .. "/jail", "fifo"))
       show(core.stage(d .. "/out", "in.txt", d .. "/jail", "in2.txt", { allow_hidden = false }))
       res:close()
-    ]], S.REPO .. "/" .. S.CPATH, d))
+    ]], S.CPATH_ABS, d))
     -- the results go to a file: under make check the interpreter is an ASan
     -- build, whose exit-time leak checker fails without /proc (not our subject)
     local out, rc = S.sh(string.format("timeout 20 unshare -m --propagation private sh -c %s 2>&1",

@@ -244,7 +244,9 @@ describe("isolation.rootfs", function()
     if not IS_ROOT then return pending("mknod needs root (run as nobody here)") end
     local w = workdir()
     -- /dev/mem's numbers: the node a hostile host directory would hold
-    assert(os.execute("mknod " .. q(w .. "/mem") .. " c 1 1 && mknod " .. q(w .. "/loop") .. " b 7 0"))
+    if not os.execute("mknod " .. q(w .. "/mem") .. " c 1 1 2>/dev/null && mknod " .. q(w .. "/loop") .. " b 7 0") then
+      return pending("mknod refused here (root of a user namespace has no CAP_MKNOD on the host): no node to offer")
+    end
     assert(symlink(w .. "/mem", w .. "/l-mem"))
     for _, c in ipairs({ { "ro", "mem" }, { "ro", "loop" }, { "ro", "l-mem" }, { "rw", "mem" } }) do
       local p, msg = spawn({ "/bin/true" }, { rootfs = { [c[1]] = { w .. "/" .. c[2] } } })

@@ -241,7 +241,7 @@ describe("hcp.core spawning", function()
     it("kills the child when its parent dies (PDEATHSIG)", function()
       -- stock lua5.4 with build/'s core, or (make check) the ASan hcp-lua
       local interp = S.LUA:sub(1, 1) == "/" and S.LUA or "/usr/bin/" .. S.LUA
-      local cpath = S.CPATH:sub(1, 1) == "/" and S.CPATH or S.REPO .. "/" .. S.CPATH
+      local cpath = S.CPATH_ABS
       local env = { LUA_CPATH = cpath }
       env.LD_PRELOAD = os.getenv("LD_PRELOAD")       -- sanitizer runs
       env.ASAN_OPTIONS = os.getenv("ASAN_OPTIONS")

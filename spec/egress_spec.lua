@@ -476,7 +476,7 @@ describe("egress through the call's proxy", function()
       for i = 1, 4 do io.write(done[i] and done[i].stdout or "(none)\n", "--\n") end
     ]=])
     assert(root)
-    local env = string.format("cd %s && LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='%s;;' ", q(S.REPO), S.CPATH)
+    local env = S.LUA_ENV
     local out, code = S.sh(env .. string.format("%s %s %s %s %d 2>&1", q(S.LUA), q(script), q(parent), driver, H4))
     assert.equal(0, code, out)
     local n = 0
@@ -529,7 +529,7 @@ describe("egress for a runtime that is not root (nobody)", function()
         ::next::
       end
     ]=])
-    local env = string.format("cd %s && LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='%s;;' ", q(S.REPO), S.CPATH)
+    local env = S.LUA_ENV
     local out, code = S.sh(env .. string.format("runuser -u nobody -w LUA_PATH,LUA_CPATH -- %s %s %s %d 2>&1",
       q(S.LUA), q(script), q(dir), w.ports[1]))
     assert.equal(0, code, out)

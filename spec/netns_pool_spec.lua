@@ -217,9 +217,7 @@ say("holder_left", children()[holder] ~= nil)
 
 local function ahead(mode)
   local script = S.write(S.tmpdir("ahead-") .. "/ahead.lua", AHEAD)
-  local out = S.sh(string.format("cd %s && LUA_PATH=%s LUA_CPATH=%s %s %s %s %s 2>&1", S.q(S.REPO),
-    S.q(S.REPO .. "/lua/?.lua;" .. S.REPO .. "/lua/?/init.lua;;"), S.q(S.REPO .. "/" .. S.CPATH .. ";;"), S.q(S.LUA),
-    S.q(script), S.q(tool()), mode))
+  local out = S.sh(S.LUA_ENV .. string.format("%s %s %s %s 2>&1", S.q(S.LUA), S.q(script), S.q(tool()), mode))
   return kv(out), out
 end
 
@@ -421,7 +419,7 @@ describe("netns = fd", function()
       end
     ]], t, PID, PID))
     local out, code = S.sh(string.format("cd %s && runuser -u nobody -- env LUA_CPATH='%s;;' %s %s 2>&1",
-      S.q(S.REPO), S.REPO .. "/" .. S.CPATH, S.q(S.LUA), S.q(script)))
+      S.q(S.REPO), S.CPATH_ABS, S.q(S.LUA), S.q(script)))
     assert.equals(0, code, out)
     if out:match("refused=") and not probe.userns.available then pending("no user namespaces for nobody") return end
     local r = kv(out)

@@ -9,7 +9,7 @@ local q = S.q
 local function lua_child(env, cwd, code)
   local script = S.write(S.tmpdir("lua-") .. "/t.lua", code)
   local paths = string.format("package.path=%q..package.path; package.cpath=%q..package.cpath",
-    S.REPO .. "/lua/?.lua;" .. S.REPO .. "/lua/?/init.lua;", S.REPO .. "/" .. S.CPATH .. ";")
+    S.REPO .. "/lua/?.lua;" .. S.REPO .. "/lua/?/init.lua;", S.CPATH_ABS .. ";")
   return S.sh(string.format("cd %s && env -u HCP_PACK_PATH -u HCP_CONFIG %s %s -e %s %s 2>&1", q(cwd), env, S.LUA,
     q(paths), q(script)))
 end

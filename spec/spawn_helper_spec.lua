@@ -19,7 +19,7 @@ end
 -- A second Lua process with the C module from build/ and `env` set.
 local function lua_with(env, code)
   local script = S.write(S.tmpdir("helper-") .. "/run.lua", code)
-  return S.sh(string.format("env %s LUA_CPATH=%s %s %s 2>&1", env, S.q(S.REPO .. "/" .. S.CPATH .. ";;"),
+  return S.sh(string.format("env %s LUA_CPATH=%s %s %s 2>&1", env, S.q(S.CPATH_ABS .. ";;"),
     S.q(S.LUA), S.q(script)))
 end
 

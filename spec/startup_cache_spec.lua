@@ -13,7 +13,7 @@ local q = S.q
 local function lua_in(dir, code, env)
   local script = S.write(S.tmpdir("sc-") .. "/run.lua", code)
   return S.sh(string.format("env HCP_RUNTIME_DIR=%s %s LUA_CPATH=%s %s %s 2>&1", q(dir), env or "",
-    q(S.REPO .. "/" .. S.CPATH .. ";;"), q(S.LUA), q(script)))
+    q(S.CPATH_ABS .. ";;"), q(S.LUA), q(script)))
 end
 
 local SOURCE = [[local c = require("hcp.core"); local p = c.probe()
@@ -98,7 +98,7 @@ describe("the probe cache", function()
     if plain:match("abi=0") then pending("no Landlock on this host") return end
     local script = S.write(S.tmpdir("sc-") .. "/run.lua", SOURCE)
     local out = S.sh(string.format("env HCP_RUNTIME_DIR=%s LUA_CPATH=%s %s %s %s 2>&1", q(dir),
-      q(S.REPO .. "/" .. S.CPATH .. ";;"), q(nolandlock), q(S.LUA), q(script)))
+      q(S.CPATH_ABS .. ";;"), q(nolandlock), q(S.LUA), q(script)))
     assert.matches("abi=0", out)
     assert.not_matches("^cache", out)
   end)

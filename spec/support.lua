@@ -180,10 +180,16 @@ S.HCP_LUA = S.BUILD .. "/bin/hcp-lua"
 S.HCP = S.BUILD .. "/bin/hcp"
 S.HCPX = S.BUILD .. "/bin/hcpx"
 -- The C module's search path: relative to the checkout when the build is
--- in it, as it always was (`cd S.REPO && ...` and S.REPO .. "/" .. S.CPATH
--- both work), absolute when HCP_BUILD points elsewhere.
+-- in it, as it always was (for `cd S.REPO && ...`), absolute when
+-- HCP_BUILD points elsewhere.
 local in_repo = S.BUILD:sub(1, #S.REPO + 1) == S.REPO .. "/"
 S.CPATH = (in_repo and S.BUILD:sub(#S.REPO + 2) or S.BUILD) .. "/lib/lua/5.4/?.so"
+-- The same, always absolute: for a process that runs anywhere.
+S.CPATH_ABS = S.BUILD .. "/lib/lua/5.4/?.so"
+-- A shell prefix for a second Lua process with this checkout's modules and
+-- the build's core: "cd <checkout> && LUA_PATH=... LUA_CPATH=... ".
+S.LUA_ENV = string.format("cd %s && LUA_PATH=%s LUA_CPATH=%s ", S.q(S.REPO),
+  S.q(S.REPO .. "/lua/?.lua;" .. S.REPO .. "/lua/?/init.lua;;"), S.q(S.CPATH_ABS .. ";;"))
 -- The interpreter for specs that start a second Lua process: stock lua5.4
 -- with the C module of the build, or (make check) the sanitized hcp-lua,
 -- which has the instrumented core preloaded.

@@ -134,8 +134,7 @@ describe("the base view", function()
       rt:close()]])
     -- S.LUA: stock lua5.4 with the build's core, or make check's hcp-lua
     -- (the sanitized core built in)
-    local out = S.must_sh(string.format("cd %s && env TMPDIR=/dev/shm LUA_PATH='lua/?.lua;lua/?/init.lua;;'"
-      .. " LUA_CPATH=%s %s %s 2>&1", S.q(S.REPO), S.q(S.REPO .. "/" .. S.CPATH .. ";;"), S.q(S.LUA), S.q(script)))
+    local out = S.must_sh(S.LUA_ENV .. string.format("env TMPDIR=/dev/shm %s %s 2>&1", S.q(S.LUA), S.q(script)))
     assert.equals("1 true fresh jailed\n2 true base jailed\n3 true base jailed\n", out)
   end)
 

@@ -160,7 +160,7 @@ teardown(function() core.rmtree(SHARED) end)
 
 -- How this file starts a second Lua process (in a cgroup, under ulimit, as
 -- nobody): from the checkout, with the build under test.
-local LUA_ENV = string.format("cd %s && LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='%s;;' ", q(S.REPO), S.CPATH)
+local LUA_ENV = S.LUA_ENV
 local TOOL
 local function tool()
   if not TOOL then
