@@ -198,13 +198,23 @@ return {}]], mnt, mnt, dir, mnt))
       local dir = S.tmpdir("early-")
       -- the config file runs before the runtime: it lists the helpers started
       local config = S.write(dir .. "/c.lua", string.format([[
-local me = require("hcp.core").getpid()
+local core = require("hcp.core")
+local me = core.getpid()
 local f = assert(io.open("/proc/" .. me .. "/task/" .. me .. "/children"))
 local out = assert(io.open(%q, "w"))
+-- A vfork parent runs on once the child's exec swapped its memory, before
+-- the kernel set the new argv: cmdline reads empty until then (10 s deadline)
+local function cmdline(pid)
+  local deadline, s = core.monotonic_us() + 10e6, nil
+  repeat
+    local c = io.open("/proc/" .. pid .. "/cmdline")
+    s = c and c:read("a") or "?"
+    if c then c:close() end
+  until s ~= "" or core.monotonic_us() > deadline
+  return s
+end
 for pid in f:read("a"):gmatch("%%d+") do
-  local c = io.open("/proc/" .. pid .. "/cmdline")
-  out:write((c and c:read("a") or "?"):gsub("%%z", " "), "\n")
-  if c then c:close() end
+  out:write((cmdline(pid):gsub("%%z", " ")), "\n")
 end
 out:close() f:close()
 return {}]], dir .. "/helpers"))
