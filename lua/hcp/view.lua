@@ -91,20 +91,23 @@ local function reserved(p)
 end
 
 --- The view's paths checked as bubblewrap will bind them, every link
---- followed now: none may lead to the host's root, /dev, /proc or /tmp
---- (the local driver's core does the same in its plan). A path that does
---- not exist is left to the bind (a missing system path is skipped).
+--- followed now: none may lead to the host's root, /dev, /proc or /tmp,
+--- nor be a device node (the local driver's core does the same in its
+--- plan). A path that does not exist is left to the bind (a missing
+--- system path is skipped).
 ---@param v hcp.View
 ---@param realpath fun(p: string): string?
+---@param filetype fun(p: string): string? core.filetype's answer
 ---@return true? ok, string? err
-function M.check_sources(v, realpath)
+function M.check_sources(v, realpath, filetype)
   for _, list in ipairs({ v.ro, v.rw }) do
     for _, p in ipairs(list) do
       local real = realpath(p)
-      if real and reserved(real) then
-        return nil, string.format("spawn: view: %s: resolves to %s: %s", p, real, real == "/"
-          and "the host's root cannot be part of the view" or "reserved: the view has its own /dev, /proc and /tmp")
-      end
+      local why = real and (real == "/" and "the host's root cannot be part of the view"
+        or reserved(real) and "reserved: the view has its own /dev, /proc and /tmp"
+        or (filetype(real) == "char" or filetype(real) == "block")
+          and "a device node cannot be part of the view (its /dev is its own)")
+      if why then return nil, string.format("spawn: view: %s: resolves to %s: %s", p, real, why) end
     end
   end
   return true

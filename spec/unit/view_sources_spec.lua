@@ -6,8 +6,9 @@ local view = require("hcp.view")
 
 local RES = ": reserved: the view has its own /dev, /proc and /tmp"
 
-local function check(links, ro, rw)
-  return view.check_sources({ ro = ro or {}, rw = rw or {} }, function(p) return links[p] end)
+local function check(links, ro, rw, kinds)
+  return view.check_sources({ ro = ro or {}, rw = rw or {} }, function(p) return links[p] end,
+    function(p) return (kinds or {})[p] or "dir" end)
 end
 
 describe("view.check_sources", function()
@@ -23,6 +24,22 @@ describe("view.check_sources", function()
         assert.is_nil(ok, c[1])
         assert.equal("spawn: view: /srv/l: resolves to " .. c[1] .. c[2], err)
       end
+    end
+  end)
+
+  it("refuses a device node, char or block, wherever it lies, given as it is or through a link", function()
+    for _, kind in ipairs({ "char", "block" }) do
+      local kinds = { ["/srv/node"] = kind }
+      for _, given in ipairs({ "/srv/node", "/srv/l" }) do
+        local ok, err = check({ ["/srv/node"] = "/srv/node", ["/srv/l"] = "/srv/node" }, { given }, nil, kinds)
+        assert.is_nil(ok, kind)
+        assert.equal("spawn: view: " .. given .. ": resolves to /srv/node: a device node cannot be part of the view"
+          .. " (its /dev is its own)", err)
+      end
+    end
+    -- the other kinds a view holds pass
+    for _, kind in ipairs({ "file", "dir", "socket", "fifo" }) do
+      assert.is_true(check({ ["/srv/x"] = "/srv/x" }, { "/srv/x" }, nil, { ["/srv/x"] = kind }), kind)
     end
   end)
 

@@ -60,8 +60,8 @@ function Bwrap:spawn(ctx, spec)
     return nil, string.format("spawn: %s: not a regular executable file", spec.path), 13
   end
   -- what bubblewrap binds is what the paths lead to now: never the host's
-  -- /proc, /dev or /tmp through a link (view.check_sources)
-  local ok, verr = view.check_sources(ctx.view, core.realpath)
+  -- /proc, /dev or /tmp through a link, nor a device node (view.check_sources)
+  local ok, verr = view.check_sources(ctx.view, core.realpath, core.filetype)
   if not ok then return nil, verr, 22 end
   -- issue 14: a call with a proxy runs in the namespace the core made for
   -- it (the proxy listens there): bubblewrap shares that one
