@@ -67,6 +67,16 @@ static int rf_error(lua_State *L, int err, const char *path, const char *what)
     return err;
 }
 
+/* A refusal of what path `given` leads to (`real`), said as rf_error does,
+ * naming `real` when a link made it another path. */
+static int rf_refuse_real(lua_State *L, const char *given, const char *real, const char *what)
+{
+    if (strcmp(given, real) == 0)
+        return rf_error(L, EINVAL, given, what);
+    lua_pushfstring(L, "spawn: isolation: rootfs: %s: resolves to %s: %s", given, real, what);
+    return EINVAL;
+}
+
 /* Pushes s into the pin table and returns the pinned copy. */
 static const char *pin_str(lua_State *L, int pin, const char *s)
 {
@@ -169,18 +179,14 @@ static int plan_one(lua_State *L, int pin, const char *given, int rw, struct hcp
     if (strcmp(e->src, "/") == 0)
         return rf_error(L, EINVAL, norm, "resolves to the host's root");
     if ((bad = reserved(e->src)))
-        return lua_pushfstring(L, "spawn: isolation: rootfs: %s: resolves to %s: %s", norm, e->src, bad), EINVAL;
+        return rf_refuse_real(L, norm, e->src, bad);
     /* a link: what it leads to (no link: lstat said already) */
     if (S_ISLNK(st.st_mode) && stat(e->src, &st) < 0)
         return rf_error(L, errno, norm, NULL);
     /* Binds are nodev, so a node would be inert; but a view's devices are
      * its own /dev's, and a node elsewhere is a host's mistake or a trap. */
-    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
-        if (strcmp(norm, e->src) == 0)
-            return rf_error(L, EINVAL, norm, "a device node cannot be part of the view (its /dev is its own)");
-        return lua_pushfstring(L, "spawn: isolation: rootfs: %s: resolves to %s: a device node cannot be part of "
-                               "the view (its /dev is its own)", norm, e->src), EINVAL;
-    }
+    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
+        return rf_refuse_real(L, norm, e->src, "a device node cannot be part of the view (its /dev is its own)");
     e->kind = RF_BIND;   /* or RF_LINK, decided in link_or_bind */
     e->base = 0;
     e->rw = (unsigned char)rw;

@@ -87,7 +87,7 @@ end
 -- view's /dev, /proc and /tmp are its own (the C core's rootfs.c, reserved).
 local function reserved(p)
   local function under(base) return p == base or p:sub(1, #base + 1) == base .. "/" end
-  return p == "/" or (under("/dev") and not p:match("^/dev/shm/.")) or under("/proc") or p == "/tmp"
+  return (under("/dev") and not p:match("^/dev/shm/.")) or under("/proc") or p == "/tmp"
 end
 
 --- The view's paths checked as bubblewrap will bind them, every link
@@ -103,10 +103,10 @@ function M.check_sources(v, realpath, filetype)
   for _, list in ipairs({ v.ro, v.rw }) do
     for _, p in ipairs(list) do
       local real = realpath(p)
+      local kind = real and filetype(real)
       local why = real and (real == "/" and "the host's root cannot be part of the view"
         or reserved(real) and "reserved: the view has its own /dev, /proc and /tmp"
-        or (filetype(real) == "char" or filetype(real) == "block")
-          and "a device node cannot be part of the view (its /dev is its own)")
+        or (kind == "char" or kind == "block") and "a device node cannot be part of the view (its /dev is its own)")
       if why then return nil, string.format("spawn: view: %s: resolves to %s: %s", p, real, why) end
     end
   end
