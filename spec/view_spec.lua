@@ -333,6 +333,80 @@ describe("view: host unix sockets", function()
     assert.equal("wrap.sockets", problems[1].field)
   end)
 
+  -- A host service's socket inside a directory the view shows: a pack root
+  -- (the operator's), a system directory (a service built under /usr/local
+  -- or installed in /opt keeps its socket there), a socket bound through a
+  -- link. connect(2) works through a read-only bind, so each must be
+  -- covered; a granted one beside them stays reachable.
+  local function serve_at(sock)
+    local flag = sock .. ".connected"
+    local p = assert(core.spawn({ path = tool(), argv = { tool(), "serve", sock, flag, "0" }, env = {}, cwd = "/" }))
+    servers[#servers + 1] = p
+    assert(eventually(function() return select(2, S.sh("test -S " .. q(sock))) == 0 end), "server did not start: " .. sock)
+    return flag
+  end
+
+  each_driver("no listening host socket inside a directory of the view is reachable (pack root, system dir, via a link)",
+    function(driver)
+      local rt, parent = runtime(driver, { tool_pack("inpack") })
+      local root = parent .. "/inpack"
+      assert(os.execute("mkdir -m 755 " .. q(root .. "/sub") .. " && ln -s " .. q(root .. "/sub") .. " " .. q(parent .. "/lnk")))
+      local targets = { root .. "/s.sock", root .. "/sub/s.sock" }
+      local flags = { serve_at(targets[1]), serve_at(parent .. "/lnk/s.sock") } -- the second bound through the link
+      -- as root: in /opt, and in /etc/ssl (a directory bound inside the
+      -- view's own /etc, which a call cannot add a mount to on the base view)
+      for _, sys in ipairs(IS_ROOT and { "/opt", "/etc/ssl" } or {}) do
+        if core.filetype(sys) == "dir" then
+          local sysdir = sys .. "/hcp-spec-sock-" .. PID .. "-" .. driver
+          assert(core.mkdir(sysdir))
+          dirs[#dirs + 1] = sysdir
+          assert(os.execute("chmod 755 " .. q(sysdir)))
+          targets[#targets + 1] = sysdir .. "/s.sock"
+          flags[#flags + 1] = serve_at(targets[#targets])
+        end
+      end
+      -- reachable from outside: the cases mean something
+      for i, sock in ipairs(targets) do
+        assert.equal("pwned", kv(S.sh(q(tool()) .. " connect " .. q(sock) .. " 0")).said, sock)
+        assert.truthy(eventually(function() return S.read(flags[i]) end))
+        os.remove(flags[i])
+      end
+      for i, sock in ipairs(targets) do
+        -- a path under /etc is one no argument may name (the host-path
+        -- rule): there the pack's program has it written in, as a hostile
+        -- one would
+        local res
+        if sock:find("^/etc/") then
+          local fparent = S.tmpdir("vpacks-")
+          local bin = S.pack(S.manifest("fixed", "./bin/run", { wrap = { timeout_ms = 20000 } }), fparent) .. "/bin"
+          assert(os.execute(string.format("chmod 755 %s && mkdir -m 755 %s && cp %s %s/viewtool"
+            .. " && printf '%%s\n' '#!/bin/sh' %s > %s/run && chmod 755 %s/run", q(fparent), q(bin), q(tool()), q(bin),
+            q("exec " .. q(bin .. "/viewtool") .. " connect " .. q(sock) .. " 0"), q(bin), q(bin))))
+          local frt = assert(hcp.create({ pack_dirs = { fparent }, driver = driver, state_dir = S.tmpdir("vstate-") }))
+          rts[#rts + 1] = frt
+          res = frt:call({ pack = "fixed" })
+        else
+          res = rt:call({ pack = "inpack", args = { "connect", sock, "0" } })
+        end
+        assert.is_true(res.ok, res.error)
+        local r = kv(res.stdout)
+        assert.is_number(r.connect, sock .. ": " .. res.stdout)
+        assert.not_equal(0, r.connect, sock .. ": " .. res.stdout)
+        assert.is_nil(S.read(flags[i]), sock)
+      end
+      -- granted: that one only, though the pack root shows both
+      local rt2 = assert(hcp.create({ pack_dirs = { parent }, driver = driver, state_dir = S.tmpdir("vstate-"),
+        sockets = { inpack = { targets[1] } } }))
+      rts[#rts + 1] = rt2
+      local granted = kv(rt2:call({ pack = "inpack", args = { "connect", targets[1], "0" } }).stdout)
+      assert.equal("pwned", granted.said)
+      os.remove(flags[1])
+      local other = kv(rt2:call({ pack = "inpack", args = { "connect", targets[2], "0" } }).stdout)
+      assert.is_number(other.connect)
+      assert.not_equal(0, other.connect)
+      assert.is_nil(S.read(flags[2]))
+    end)
+
   -- The grant's path is checked lexically at create, and must be a socket
   -- itself (no final link); but a directory on the way may be a link, and
   -- what is bound is where it leads when the call runs. Into the host's

@@ -421,10 +421,10 @@ static int prepare_rootfs(lua_State *L, int t, int pin, int with_proc, struct hc
     int use = !lua_isnil(L, b) && !lua_toboolean(L, top + 2);
     lua_settop(L, b);
     if (!use)
-        return hcp_rootfs_prepare(L, t, pin, with_proc, rf);
+        return hcp_rootfs_prepare_call(L, t, pin, with_proc, NULL, rf);
     struct hcp_rootfs base;
     if (hcp_base_for_call(L, b, &base) == 0) {
-        int err = hcp_rootfs_prepare_on(L, t, pin, with_proc, &base, rf);
+        int err = hcp_rootfs_prepare_call(L, t, pin, with_proc, &base, rf);
         if (!err) {
             rf->base_fd = base.base_fd;
             rf->base = base.base;
@@ -448,7 +448,7 @@ static int prepare_rootfs(lua_State *L, int t, int pin, int with_proc, struct hc
     lua_setfield(L, top + 2, "tmp_mb");
     lua_pushvalue(L, top + 2);
     lua_rawseti(L, pin, (lua_Integer)lua_rawlen(L, pin) + 1);
-    return hcp_rootfs_prepare(L, top + 2, pin, with_proc, rf);
+    return hcp_rootfs_prepare_call(L, top + 2, pin, with_proc, NULL, rf);
 }
 
 int hcp_iso_prepare(lua_State *L, int opts, struct hcp_isolation *iso,

@@ -179,6 +179,7 @@ struct hcp_netns hcp_netns_of(pid_t pid, int with_user);
 /* core.netns_prefill / core.netns_prefill_cancel (a namespace made ahead). */
 void hcp_register_netns_pool(lua_State *L);
 void hcp_register_early(lua_State *L);
+void hcp_register_hostsock(lua_State *L);
 
 /* ---- the constructed root (rootfs.c) ------------------------------------ */
 
@@ -188,13 +189,26 @@ int hcp_rootfs_check(lua_State *L, int t);
 /* Plans it into *rf (strings pinned in the table at `pin`); /proc is part
  * of it only with a pid namespace. 0, or an errno with the message pushed. */
 int hcp_rootfs_prepare(lua_State *L, int t, int pin, int with_proc, struct hcp_rootfs *rf);
-/* The same on a base view's plan: *rf gets the call's own entries only.
- * HCP_ROOTFS_FRESH (nothing pushed) when the view cannot be built on the
- * base (a path in one of its shared directories, or hiding one of its
- * entries): the caller plans it fresh. */
+/* HCP_ROOTFS_FRESH (nothing pushed): the call's view cannot be built on the
+ * base view (a path in one of its shared directories, or hiding one of its
+ * entries); the caller plans it fresh. */
 #define HCP_ROOTFS_FRESH (-2)
-int hcp_rootfs_prepare_on(lua_State *L, int t, int pin, int with_proc, const struct hcp_rootfs *base,
-                          struct hcp_rootfs *rf);
+/* A call's plan, on a base view's (base: *rf gets the call's own entries
+ * only; may answer HCP_ROOTFS_FRESH) or from nothing (base NULL), and in
+ * both every listening unix socket of the host that the view would show
+ * hidden under a read-only /dev/null (hostsock.c) — but a path the call
+ * lists itself (a granted socket). 0, or an errno with the message pushed. */
+int hcp_rootfs_prepare_call(lua_State *L, int t, int pin, int with_proc, const struct hcp_rootfs *base,
+                            struct hcp_rootfs *rf);
+
+/* ---- the host's unix sockets (hostsock.c) ------------------------------- */
+
+/* The real paths of the listening pathname unix sockets of this network
+ * namespace (/proc/net/unix) that are sockets here: 0, or -1 with errno. */
+struct hcp_socklist { int n; char **path; };
+int hcp_host_sockets(struct hcp_socklist *out);
+void hcp_socklist_free(struct hcp_socklist *l);
+
 /* In the child, in a fresh mount namespace: builds the root and pivots into
  * it. -1 with errno, *where the entry that failed (or RF_AT_*). */
 enum { RF_AT_SETUP = -1, RF_AT_FINISH = -2 };

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -25,6 +26,7 @@
 
 #define RF_MAX 4096                  /* entries: a caller's mistake beyond */
 #define DEFAULT_TMP_MB 64
+#define HIDE_MAX 1024                /* host sockets inside a view: refused beyond */
 
 /* ---- reading the option (parent) ---------------------------------------- */
 
@@ -322,7 +324,92 @@ static struct hcp_rootfs_ent *new_ents(lua_State *L, int pin, int n)
     return e;
 }
 
-int hcp_rootfs_prepare(lua_State *L, int t, int pin, int with_proc, struct hcp_rootfs *rf)
+/* ---- host sockets the view would show (hostsock.c) ---------------------- */
+
+/* The host's listening sockets, less those an entry lists itself (a socket
+ * the operator granted): read before settle, which may drop such an entry
+ * as shown already by a parent directory. 0, or an errno, message pushed. */
+static int sockets_to_hide(lua_State *L, const struct hcp_rootfs *rf, struct hcp_socklist *socks)
+{
+    if (hcp_host_sockets(socks) < 0)
+        return rf_error(L, errno, "/proc/net/unix", NULL);
+    int out = 0;
+    for (int i = 0; i < socks->n; i++) {
+        int listed = 0;
+        for (int j = 0; j < rf->n && !listed; j++)
+            listed = rf->e[j].src && strcmp(rf->e[j].src, socks->path[i]) == 0;
+        if (listed)
+            free(socks->path[i]);
+        else
+            socks->path[out++] = socks->path[i];
+    }
+    socks->n = out;
+    return 0;
+}
+
+/* Where bind e shows host path p, into buf (p strictly inside e's source):
+ * 1, or 0 when e does not show it. */
+static int shown_at(const struct hcp_rootfs_ent *e, const char *p, char *buf, size_t size)
+{
+    if (e->kind != RF_BIND || !e->isdir || !under(e->src, p) || strcmp(e->src, p) == 0)
+        return 0;
+    const char *tail = p + strlen(e->src);
+    return (size_t)snprintf(buf, size, "%s%s", e->dest, tail) < size;
+}
+
+static int has_dest(const struct hcp_rootfs_ent *e, int n, const char *dest)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(e[i].dest, dest) == 0)
+            return 1;
+    return 0;
+}
+
+/* Every socket of `socks` that a bind of rf shows gets, at each place it is
+ * shown, a read-only bind of /dev/null over it (nodev: nothing can be
+ * opened there; connect(2) finds no socket): entries of the call, sorted
+ * in after settle. */
+static int hide_sockets(lua_State *L, int pin, struct hcp_rootfs *rf, const struct hcp_socklist *socks)
+{
+    char at[PATH_MAX];
+    int extra = 0;
+    for (int i = 0; i < socks->n; i++)
+        for (int j = 0; j < rf->n; j++)
+            extra += shown_at(&rf->e[j], socks->path[i], at, sizeof at);
+    if (extra == 0)
+        return 0;
+    if (extra > HIDE_MAX)
+        return lua_pushfstring(L, "spawn: isolation: rootfs: %d places of host sockets to hide, more than %d",
+                               extra, HIDE_MAX), E2BIG;
+    struct hcp_rootfs_ent *e = new_ents(L, pin, rf->n + extra);
+    memcpy(e, rf->e, sizeof *e * (size_t)rf->n);
+    int n = rf->n;
+    for (int i = 0; i < socks->n; i++)
+        for (int j = 0; j < rf->n; j++)
+            if (shown_at(&rf->e[j], socks->path[i], at, sizeof at) && !has_dest(e, n, at))
+                e[n++] = (struct hcp_rootfs_ent){ pin_str(L, pin, at), "/dev/null", RF_BIND, 0, 0, 0 };
+    rf->e = e;
+    rf->n = n;
+    qsort(rf->e, (size_t)rf->n, sizeof *rf->e, cmp_ent);
+    return 0;
+}
+
+/* settle, with the host's sockets hidden when `hide` (a call's view). */
+static int settle_hiding(lua_State *L, int pin, struct hcp_rootfs *rf, int hide)
+{
+    struct hcp_socklist socks = { 0, NULL };
+    int err = hide ? sockets_to_hide(L, rf, &socks) : 0;
+    if (!err)
+        err = settle(L, rf);
+    if (!err && socks.n)
+        err = hide_sockets(L, pin, rf, &socks);
+    hcp_socklist_free(&socks);
+    return err;
+}
+
+/* ---- the plans ----------------------------------------------------------- */
+
+static int prepare(lua_State *L, int t, int pin, int with_proc, struct hcp_rootfs *rf, int hide)
 {
     int n, err = count_room(L, t, 3, &n);
     if (err)
@@ -335,10 +422,15 @@ int hcp_rootfs_prepare(lua_State *L, int t, int pin, int with_proc, struct hcp_r
     add_own_ent(rf, "/tmp", RF_TMP);
     if (with_proc)
         add_own_ent(rf, "/proc", RF_PROC);
-    if ((err = settle(L, rf)) != 0)
+    if ((err = settle_hiding(L, pin, rf, hide)) != 0)
         return err;
     plan_options(L, t, rf);
     return 0;
+}
+
+int hcp_rootfs_prepare(lua_State *L, int t, int pin, int with_proc, struct hcp_rootfs *rf)
+{
+    return prepare(L, t, pin, with_proc, rf, 0);
 }
 
 /* Whether entry e of a call must be built fresh rather than on `base`: it
@@ -352,8 +444,8 @@ static int needs_fresh(const struct hcp_rootfs *base, const struct hcp_rootfs_en
     return 0;
 }
 
-int hcp_rootfs_prepare_on(lua_State *L, int t, int pin, int with_proc, const struct hcp_rootfs *base,
-                          struct hcp_rootfs *rf)
+static int prepare_on(lua_State *L, int t, int pin, int with_proc, const struct hcp_rootfs *base,
+                      struct hcp_rootfs *rf, int hide)
 {
     int n, err = count_room(L, t, base->n + 3, &n);
     if (err)
@@ -372,7 +464,7 @@ int hcp_rootfs_prepare_on(lua_State *L, int t, int pin, int with_proc, const str
     add_own_ent(rf, "/dev/shm", RF_SHM);
     if (with_proc)
         add_own_ent(rf, "/proc", RF_PROC);
-    if ((err = settle(L, rf)) != 0)
+    if ((err = settle_hiding(L, pin, rf, hide)) != 0)
         return err;
     /* the base's entries are there already: only the call's are built */
     int out = 0, kept = 0;
@@ -393,6 +485,12 @@ int hcp_rootfs_prepare_on(lua_State *L, int t, int pin, int with_proc, const str
     rf->n = out;
     plan_options(L, t, rf);
     return 0;
+}
+
+int hcp_rootfs_prepare_call(lua_State *L, int t, int pin, int with_proc, const struct hcp_rootfs *base,
+                            struct hcp_rootfs *rf)
+{
+    return base ? prepare_on(L, t, pin, with_proc, base, rf, 1) : prepare(L, t, pin, with_proc, rf, 1);
 }
 
 const char *hcp_rootfs_where(const struct hcp_rootfs *rf, int where)

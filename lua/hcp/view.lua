@@ -34,6 +34,7 @@ M.BWRAP_MAX_ARGS = 9000
 ---@field cwd string
 ---@field bin string
 ---@field bin_beneath string?
+---@field hide string[]?  places of host sockets to cover (hidden_sockets; the bwrap driver sets it)
 
 local function under_any(list, p)
   for _, base in ipairs(list) do
@@ -113,6 +114,43 @@ function M.check_sources(v, realpath, filetype)
   return true
 end
 
+--- The places where the view would show a listening unix socket of the
+--- host (`sockets`: core.host_sockets()) inside one of its directories —
+--- a service under /usr/local or /opt, say: connect(2) works through a
+--- read-only bind, so each is covered by a read-only /dev/null
+--- (bwrap_args). A socket the view lists itself (one the operator
+--- granted) stays. The local driver's core does the same in its plan.
+---@param v hcp.View
+---@param realpath fun(p: string): string?
+---@param sockets string[] real paths
+---@return string[] places, sorted
+function M.hidden_sockets(v, realpath, sockets)
+  local entries, listed = {}, {}
+  for _, list in ipairs({ v.ro, v.rw }) do
+    for _, p in ipairs(list) do
+      local real = realpath(p)
+      if real then
+        entries[#entries + 1] = { p, real }
+        listed[real] = true
+      end
+    end
+  end
+  local places, seen = {}, {}
+  for _, s in ipairs(sockets) do
+    for _, e in ipairs(entries) do
+      local p, real = e[1], e[2]
+      local inside = not listed[s] and real ~= "/" and s:sub(1, #real + 1) == real .. "/"
+      local at = inside and p .. s:sub(#real + 1)
+      if at and not seen[at] then
+        seen[at] = true
+        places[#places + 1] = at
+      end
+    end
+  end
+  table.sort(places)
+  return places
+end
+
 local function push(t, ...)
   for _, a in ipairs({ ... }) do t[#t + 1] = a end
 end
@@ -147,6 +185,9 @@ function M.bwrap_args(v, o)
       push(a, source[path] and "--ro-bind" or "--ro-bind-try", source[path] or path, path)
     end
   end
+  -- the host's sockets inside the view (hidden_sockets), after the binds
+  -- that show them
+  for _, at in ipairs(v.hide or {}) do push(a, "--ro-bind", "/dev/null", at) end
   push(a, "--remount-ro", "/", "--chdir", v.cwd)
   return a
 end

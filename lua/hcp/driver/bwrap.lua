@@ -63,6 +63,10 @@ function Bwrap:spawn(ctx, spec)
   -- /proc, /dev or /tmp through a link, nor a device node (view.check_sources)
   local ok, verr = view.check_sources(ctx.view, core.realpath, core.filetype)
   if not ok then return nil, verr, 22 end
+  -- the host's listening unix sockets inside the view are covered
+  local socks, serr, serrno = core.host_sockets()
+  if not socks then return nil, "spawn: view: " .. tostring(serr), serrno end
+  ctx.view.hide = view.hidden_sockets(ctx.view, core.realpath, socks)
   -- issue 14: a call with a proxy runs in the namespace the core made for
   -- it (the proxy listens there): bubblewrap shares that one
   local proxied = spec.isolation ~= nil and spec.isolation.egress ~= nil

@@ -1,0 +1,59 @@
+-- spec/core_host_sockets_spec.lua — core.host_sockets (src/hostsock.c):
+-- the host's listening pathname unix sockets that a view would have to
+-- cover, by their real paths. What a view does with them is attacked in
+-- spec/view_spec.lua (under both drivers) and spec/unit/view_hidden_sockets_spec.lua.
+local core = require("hcp.core")
+local S = require("support")
+
+local q = S.q
+
+-- Polls f until it is true, with a generous deadline.
+local function eventually(f)
+  for _ = 1, 500 do
+    if f() then return true end
+    os.execute("sleep 0.01")
+  end
+  return f()
+end
+
+-- A listening socket bound at `path` (as given: through a link, say), in a
+-- process of its own; stopped when the case ends.
+local function listen_at(path)
+  local py = "import socket,sys,time\ns=socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\ns.listen(1)\n"
+    .. "print('up',flush=True)\ntime.sleep(60)\n"
+  local p = assert(core.spawn({ path = "/usr/bin/python3", argv = { "python3", "-c", py, path }, env = {}, cwd = "/",
+    capture = false }))
+  finally(function() p:kill("KILL") p:wait() end)
+  assert(eventually(function() return core.filetype(path) == "socket" end), "no socket at " .. path)
+  return p
+end
+
+local function has(list, p)
+  for _, x in ipairs(list) do if x == p then return true end end
+  return false
+end
+
+describe("core.host_sockets", function()
+  it("lists a listening socket by its real path, bound through a linked directory", function()
+    local dir = S.tmpdir("hs-")
+    assert(os.execute("mkdir " .. q(dir .. "/real") .. " && ln -s real " .. q(dir .. "/lnk")))
+    listen_at(dir .. "/lnk/s.sock")
+    local real = core.realpath(dir .. "/real/s.sock")
+    assert.is_true(has(core.host_sockets(), real), real)
+    assert.is_false(has(core.host_sockets(), dir .. "/lnk/s.sock"))
+  end)
+
+  it("leaves out a name that is no longer a socket (removed, or replaced by a file)", function()
+    local dir = S.tmpdir("hs-")
+    listen_at(dir .. "/a.sock")
+    listen_at(dir .. "/b.sock")
+    local a, b = core.realpath(dir .. "/a.sock"), core.realpath(dir .. "/b.sock")
+    assert.is_true(has(core.host_sockets(), a))
+    assert(os.remove(a))
+    assert(os.remove(b)) -- both still bound and listening: only their names are gone
+    S.write(b, "now a file\n")
+    local l = core.host_sockets()
+    assert.is_false(has(l, a))
+    assert.is_false(has(l, b))
+  end)
+end)

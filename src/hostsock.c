@@ -1,0 +1,171 @@
+/* hostsock.c — the host's listening pathname unix sockets, so that a view
+ * can hide the ones that lie inside what it shows.
+ *
+ * Why: a view binds whole directories (/usr, /opt, a pack root), and
+ * connect(2) reaches a unix socket through a read-only bind. A service
+ * built from source with its state under its prefix
+ * (/usr/local/var/run/…), or one installed in /opt, has its socket inside
+ * a system directory; without this, a sandboxed child could connect to it
+ * and have the service act for it. Landlock (ABI ≤ 7) does not govern
+ * connect(2) on a pathname socket; only the view can keep it away.
+ *
+ * Where from: /proc/net/unix, the kernel's list of the sockets of the
+ * runtime's network namespace (each with the path it was bound to). Only
+ * paths that are a socket here and now count (after every link followed):
+ * a name that a process of another mount namespace bound, or that was
+ * since renamed, is left out — it names nothing here, or not that socket.
+ * What this does not see — a socket bound in another network namespace on
+ * a host directory, a second hard link to a socket — is said in
+ * docs/security.md (known limits). */
+#include "hcp_core.h"
+#include "isolation.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define NET_UNIX "/proc/net/unix"
+#define READ_MAX (64u << 20)   /* a host with a million sockets: refused, not read forever */
+
+void hcp_socklist_free(struct hcp_socklist *l)
+{
+    for (int i = 0; i < l->n; i++)
+        free(l->path[i]);
+    free(l->path);
+    l->path = NULL;
+    l->n = 0;
+}
+
+/* The whole of /proc/net/unix, NUL-terminated, malloc'd; NULL with errno. */
+static char *read_all(size_t *len)
+{
+    int fd = open(NET_UNIX, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    size_t cap = 16384, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf)
+            break;
+        if (cap - n < 4096) {
+            char *nb = cap >= READ_MAX ? NULL : realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                errno = cap >= READ_MAX ? EFBIG : ENOMEM;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t r = read(fd, buf + n, cap - n - 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            if (r < 0) {
+                int err = errno;
+                free(buf);
+                buf = NULL;
+                errno = err;
+            }
+            break;
+        }
+        n += (size_t)r;
+    }
+    int err = errno;
+    close(fd);
+    errno = err;
+    if (buf) {
+        buf[n] = '\0';
+        *len = n;
+    }
+    return buf;
+}
+
+/* The path field of one line ("Num RefCount Protocol Flags Type St Inode
+ * Path"): what follows the seventh field and its space, or NULL. */
+static char *path_field(char *line)
+{
+    char *p = line;
+    for (int f = 0; f < 7; f++) {
+        while (*p == ' ')
+            p++;
+        if (!*p)
+            return NULL;
+        while (*p && *p != ' ')
+            p++;
+    }
+    return *p == ' ' ? p + 1 : NULL;
+}
+
+static int add(struct hcp_socklist *l, char *real)
+{
+    for (int i = 0; i < l->n; i++)
+        if (strcmp(l->path[i], real) == 0)
+            return free(real), 0;
+    char **np = realloc(l->path, sizeof *np * (size_t)(l->n + 1));
+    if (!np)
+        return free(real), errno = ENOMEM, -1;
+    l->path = np;
+    l->path[l->n++] = real;
+    return 0;
+}
+
+int hcp_host_sockets(struct hcp_socklist *out)
+{
+    size_t len;
+    out->n = 0;
+    out->path = NULL;
+    char *buf = read_all(&len);
+    if (!buf)
+        return -1;
+    char *line = strchr(buf, '\n');   /* past the header */
+    while (line && *++line) {
+        char *end = strchr(line, '\n');
+        if (end)
+            *end = '\0';
+        char *path = path_field(line);
+        struct stat st;
+        char *real = path && path[0] == '/' ? realpath(path, NULL) : NULL;
+        if (real && lstat(real, &st) == 0 && S_ISSOCK(st.st_mode)) {
+            if (add(out, real) < 0) {
+                free(buf);
+                hcp_socklist_free(out);
+                return errno = ENOMEM, -1;
+            }
+        } else {
+            free(real);
+        }
+        line = end;
+    }
+    free(buf);
+    return 0;
+}
+
+/* core.host_sockets() -> { path... }: the real paths of the listening
+ * pathname unix sockets of the runtime's network namespace (the bwrap
+ * driver hides those its view would show; the local driver's plan does
+ * it in C). nil, message, errno when /proc/net/unix cannot be read. */
+static int l_host_sockets(lua_State *L)
+{
+    struct hcp_socklist l;
+    if (hcp_host_sockets(&l) < 0)
+        return hcp_push_oserror(L, errno, "%s", NET_UNIX);
+    lua_createtable(L, l.n, 0);
+    for (int i = 0; i < l.n; i++) {
+        lua_pushstring(L, l.path[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    hcp_socklist_free(&l);
+    return 1;
+}
+
+void hcp_register_hostsock(lua_State *L)
+{
+    lua_pushcfunction(L, l_host_sockets);
+    lua_setfield(L, -2, "host_sockets");
+}
