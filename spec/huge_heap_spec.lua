@@ -1,9 +1,10 @@
--- spec/huge_heap_spec.lua — hcp-lua's heap on a transparent huge page,
--- when asked for (issue 12, src/heap.c): with HCP_HUGE_HEAP=1 loading hcp's
--- modules costs a handful of page faults instead of one per 4 KiB of heap,
--- at the price of a heap whose start is the same below a 2 MB boundary in
--- every process. So it is not the default: without it the heap is as
--- glibc and the kernel make it, its addresses as random.
+-- spec/huge_heap_spec.lua — hcp-lua's heap made before the first malloc
+-- (issue 12, src/heap.c): by default its first megabyte populated in one
+-- call; on a transparent huge page when asked for: with HCP_HUGE_HEAP=1
+-- loading hcp's modules costs a handful of page faults instead of one per
+-- 4 KiB of heap, at the price of a heap whose start is the same below a
+-- 2 MB boundary in every process. So it is not the default: without it the
+-- heap's addresses are as random as the kernel makes them.
 local S = require("spec.support")
 
 local q = S.q
@@ -46,7 +47,7 @@ describe("hcp-lua's heap", function()
 
   S.it("thp", "costs fewer page faults than the same load on small pages", function()
     local _, _, on = report("HCP_HUGE_HEAP=1")
-    local _, _, off = report("HCP_HUGE_HEAP=0")
+    local _, _, off = report("HCP_HUGE_HEAP=0 HCP_HEAP_POPULATE=0")
     -- ~1 MB of heap: ~250 faults on 4 KiB pages, a few on a huge one
     assert.is_true(on + 50 < off, string.format("minor faults: %d with, %d without", on, off))
   end)
@@ -57,6 +58,25 @@ describe("hcp-lua's heap", function()
       assert.is_false(marked, env)
       assert.equals(0, huge, env)
     end
+  end)
+
+  -- the resident kB of the [heap] mappings of an hcp-lua that loaded nothing
+  local function heap_rss(env)
+    local out = S.must_sh(string.format("env %s %s -e %s", env, q(S.HCP_LUA), q([[
+      local kb, h = 0, false
+      for l in io.lines("/proc/self/smaps") do
+        local n = l:match("^%x+%-%x+ %S+ %S+ %S+ %S+%s*(.*)$")
+        if n then h = n == "[heap]" end
+        if h then kb = kb + tonumber(l:match("^Rss:%s+(%d+) kB") or 0) end
+      end
+      io.write(kb)]])))
+    return assert(tonumber(out), out)
+  end
+
+  S.it("glibc_malloc", "has its first megabyte populated at start by default, not with HCP_HEAP_POPULATE=0", function()
+    local on, off = heap_rss("-u HCP_HEAP_POPULATE -u HCP_HUGE_HEAP"), heap_rss("-u HCP_HUGE_HEAP HCP_HEAP_POPULATE=0")
+    assert.is_true(on >= 1000, "[heap] resident at start: " .. on .. " kB")
+    assert.is_true(off < 512, "[heap] resident at start without: " .. off .. " kB")
   end)
 
   -- the address of the first table a script makes, within its 2 MB: the

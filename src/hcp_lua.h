@@ -31,8 +31,9 @@ void hcp_luac_install(lua_State *L);
  * is not what this Lua writes (luac_trim.c). */
 size_t hcp_luac_trim(const unsigned char *in, size_t len, unsigned char *out);
 
-/* Before the first malloc: with HCP_HUGE_HEAP=1, the heap on a transparent
- * huge page where the kernel has them (heap.c). */
+/* Before the first malloc: the heap's first megabyte populated at once
+ * (unless HCP_HEAP_POPULATE=0), or with HCP_HUGE_HEAP=1 the heap on a
+ * transparent huge page where the kernel has them (heap.c). */
 void hcp_heap_prepare(void);
 
 /* The interactive loop (repl.c): reads, runs and prints until EOF. */
