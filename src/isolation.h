@@ -180,6 +180,7 @@ struct hcp_netns hcp_netns_of(pid_t pid, int with_user);
 void hcp_register_netns_pool(lua_State *L);
 void hcp_register_early(lua_State *L);
 void hcp_register_hostsock(lua_State *L);
+void hcp_register_rootfs(lua_State *L);
 
 /* ---- the constructed root (rootfs.c) ------------------------------------ */
 

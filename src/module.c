@@ -28,6 +28,7 @@ int luaopen_hcp_core(lua_State *L)
     hcp_register_netns_pool(L);
     hcp_register_early(L);
     hcp_register_hostsock(L);
+    hcp_register_rootfs(L);
     hcp_register_landlock_base(L);
     hcp_register_poller(L);
     hcp_register_pollable(L);

@@ -105,6 +105,25 @@ static const char *reserved(const char *p)
     return NULL;
 }
 
+/* core.view_reserved(path) -> why, or nil: the same rule for a path the
+ * bwrap driver's view would bind (hcp.view.check_sources), one source for
+ * both drivers. `path` is taken as given: normalise it first. */
+static int l_view_reserved(lua_State *L)
+{
+    const char *why = reserved(luaL_checkstring(L, 1));
+    if (why)
+        lua_pushstring(L, why);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
+void hcp_register_rootfs(lua_State *L)
+{
+    lua_pushcfunction(L, l_view_reserved);
+    lua_setfield(L, -2, "view_reserved");
+}
+
 /* The last parent directory resolved while planning, and the kernel's
  * name for it: a view's paths come a few directories at a time (/etc,
  * /usr), and realpath(3) asks readlink of every component of each path

@@ -12,8 +12,10 @@
 ---@class hcp.view
 local M = {}
 
+local core = require("hcp.core")
+
 -- Size of the private /tmp and /dev/shm (tmpfs, counted against memory).
-M.TMP_MB = require("hcp.core").VIEW_TMP_MB
+M.TMP_MB = core.VIEW_TMP_MB
 
 -- bubblewrap refuses more than 9000 arguments, its own options included
 -- (--args does not help: what it reads counts too).
@@ -84,13 +86,6 @@ function M.staged(v, system)
   return stage, source
 end
 
--- The host paths a view never shows, whatever link leads there: the
--- view's /dev, /proc and /tmp are its own (the C core's rootfs.c, reserved).
-local function reserved(p)
-  local function under(base) return p == base or p:sub(1, #base + 1) == base .. "/" end
-  return (under("/dev") and not p:match("^/dev/shm/.")) or under("/proc") or p == "/tmp"
-end
-
 --- The view's paths checked as bubblewrap will bind them, every link
 --- followed now: none may lead to the host's root, /dev, /proc or /tmp,
 --- nor be a device node (the local driver's core does the same in its
@@ -105,8 +100,9 @@ function M.check_sources(v, realpath, filetype)
     for _, p in ipairs(list) do
       local real = realpath(p)
       local kind = real and filetype(real)
-      local why = real and (real == "/" and "the host's root cannot be part of the view"
-        or reserved(real) and "reserved: the view has its own /dev, /proc and /tmp"
+      -- the host's root, its /dev, /proc and /tmp: the C core's own rule
+      -- (rootfs.c), which the local driver's plan applies
+      local why = real and (core.view_reserved(real)
         or (kind == "char" or kind == "block") and "a device node cannot be part of the view (its /dev is its own)")
       if why then return nil, string.format("spawn: view: %s: resolves to %s: %s", p, real, why) end
     end

@@ -49,3 +49,18 @@ describe("view.check_sources", function()
     assert.is_true(check(links, { "/a", "/c", "/d", "/e", "/missing" }, { "/b" }))
   end)
 end)
+
+-- One rule for both drivers: the C core's, which the local driver's plan
+-- applies (spec/core_rootfs_spec.lua attacks it through links there).
+describe("core.view_reserved", function()
+  local core = require("hcp.core")
+  it("names the host's root, /dev, /proc and /tmp itself; passes the look-alikes and what lies below /dev/shm", function()
+    for _, p in ipairs({ "/dev", "/dev/null", "/dev/shm", "/dev/pts/0", "/proc", "/proc/self", "/proc/1/root", "/tmp" }) do
+      assert.equal("reserved: the view has its own /dev, /proc and /tmp", core.view_reserved(p), p)
+    end
+    assert.equal("the host's root cannot be part of the view", core.view_reserved("/"))
+    for _, p in ipairs({ "/devices", "/procfs", "/tmpx", "/tmp/x", "/dev/shm/jails", "/usr", "/var/tmp" }) do
+      assert.is_nil(core.view_reserved(p), p)
+    end
+  end)
+end)
