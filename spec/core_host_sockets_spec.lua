@@ -43,6 +43,26 @@ describe("core.host_sockets", function()
     assert.is_false(has(core.host_sockets(), dir .. "/lnk/s.sock"))
   end)
 
+  it("lists a path once, though each accepted connection shows it again in /proc/net/unix", function()
+    local dir = S.tmpdir("hs-")
+    local path = dir .. "/srv.sock"
+    local py = "import socket,sys,time\ns=socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\ns.listen(8)\n"
+      .. "cs=[socket.socket(socket.AF_UNIX) for _ in range(3)]\n[c.connect(sys.argv[1]) for c in cs]\n"
+      .. "a=[s.accept()[0] for _ in range(3)]\nopen(sys.argv[1]+'.up','w').close()\ntime.sleep(60)\n"
+    local p = assert(core.spawn({ path = "/usr/bin/python3", argv = { "python3", "-c", py, path }, env = {}, cwd = "/",
+      capture = false }))
+    finally(function() p:kill("KILL") p:wait() end)
+    assert(eventually(function() return core.filetype(path .. ".up") == "file" end), "server did not connect")
+    local real, lines = core.realpath(path), 0
+    for line in io.lines("/proc/net/unix") do
+      if line:sub(-#real - 1) == " " .. real then lines = lines + 1 end
+    end
+    assert.is_true(lines >= 4, "lines naming it: " .. lines) -- the case means something
+    local n = 0
+    for _, x in ipairs(core.host_sockets()) do if x == real then n = n + 1 end end
+    assert.equal(1, n)
+  end)
+
   it("leaves out a name that is no longer a socket (removed, or replaced by a file)", function()
     local dir = S.tmpdir("hs-")
     listen_at(dir .. "/a.sock")

@@ -10,7 +10,9 @@
  * connect(2) on a pathname socket; only the view can keep it away.
  *
  * Where from: /proc/net/unix, the kernel's list of the sockets of the
- * runtime's network namespace (each with the path it was bound to). Only
+ * runtime's network namespace (each with the path it was bound to; a
+ * service's accepted connections repeat its path, so each path is
+ * resolved once: a realpath per distinct path per call). Only
  * paths that are a socket here and now count (after every link followed):
  * a name that a process of another mount namespace bound, or that was
  * since renamed, is left out — it names nothing here, or not that socket.
@@ -102,47 +104,75 @@ static char *path_field(char *line)
     return *p == ' ' ? p + 1 : NULL;
 }
 
-static int add(struct hcp_socklist *l, char *real)
+static int cmp_str(const void *a, const void *b)
 {
-    for (int i = 0; i < l->n; i++)
-        if (strcmp(l->path[i], real) == 0)
-            return free(real), 0;
-    char **np = realloc(l->path, sizeof *np * (size_t)(l->n + 1));
-    if (!np)
-        return free(real), errno = ENOMEM, -1;
-    l->path = np;
-    l->path[l->n++] = real;
-    return 0;
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The absolute paths of buf's lines, each once (a service's accepted
+ * connections show its listening path again, one line each): pointers
+ * into buf, sorted; NULL with errno. */
+static char **unique_paths(char *buf, int *n)
+{
+    size_t cap = 64;
+    char **v = malloc(cap * sizeof *v);
+    *n = 0;
+    char *line = strchr(buf, '\n');   /* past the header */
+    while (v && line && *++line) {
+        char *end = strchr(line, '\n');
+        if (end)
+            *end = '\0';
+        char *path = path_field(line);
+        if (path && path[0] == '/') {
+            if ((size_t)*n == cap) {
+                char **nv = realloc(v, cap * 2 * sizeof *v);
+                if (!nv) {
+                    free(v);
+                    return errno = ENOMEM, NULL;
+                }
+                v = nv;
+                cap *= 2;
+            }
+            v[(*n)++] = path;
+        }
+        line = end;
+    }
+    if (!v)
+        return errno = ENOMEM, NULL;
+    qsort(v, (size_t)*n, sizeof *v, cmp_str);
+    int out = 0;
+    for (int i = 0; i < *n; i++)
+        if (out == 0 || strcmp(v[out - 1], v[i]) != 0)
+            v[out++] = v[i];
+    *n = out;
+    return v;
 }
 
 int hcp_host_sockets(struct hcp_socklist *out)
 {
     size_t len;
+    int n;
     out->n = 0;
     out->path = NULL;
     char *buf = read_all(&len);
-    if (!buf)
+    char **paths = buf ? unique_paths(buf, &n) : NULL;
+    if (!paths) {
+        free(buf);
         return -1;
-    char *line = strchr(buf, '\n');   /* past the header */
-    while (line && *++line) {
-        char *end = strchr(line, '\n');
-        if (end)
-            *end = '\0';
-        char *path = path_field(line);
-        struct stat st;
-        char *real = path && path[0] == '/' ? realpath(path, NULL) : NULL;
-        if (real && lstat(real, &st) == 0 && S_ISSOCK(st.st_mode)) {
-            if (add(out, real) < 0) {
-                free(buf);
-                hcp_socklist_free(out);
-                return errno = ENOMEM, -1;
-            }
-        } else {
-            free(real);
-        }
-        line = end;
     }
+    out->path = malloc(sizeof *out->path * (size_t)(n > 0 ? n : 1));
+    for (int i = 0; out->path && i < n; i++) {
+        struct stat st;
+        char *real = realpath(paths[i], NULL);   /* a link on the way: where the socket is */
+        if (real && lstat(real, &st) == 0 && S_ISSOCK(st.st_mode))
+            out->path[out->n++] = real;
+        else
+            free(real);
+    }
+    free(paths);
     free(buf);
+    if (!out->path)
+        return errno = ENOMEM, -1;
     return 0;
 }
 
