@@ -214,7 +214,9 @@ describe("hcp-lua", function()
       local status = p:read("a")
       p:close()
       assert.equal("1\n", status)
-      assert.matches("^hcp%-lua: interrupted!\nstack traceback:", read(out))
+      -- the signal may land while io.open is still returning (the file is
+      -- there before it returns): the error then carries the chunk's line
+      assert.matches("^hcp%-lua: [^\n]*interrupted!\nstack traceback:", read(out))
     end)
   end)
 
