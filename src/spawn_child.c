@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -329,13 +330,80 @@ static void mounts(const struct hcp_isolation *iso, int pipefd)
 static _Noreturn void child_tail(const struct hcp_launch *l, int pipefd);
 
 /* The program (pid 2), started by hcp-init: a session of its own, and on
- * to exec. It runs in hcp-init's memory (hcp_clone_vm) until then. */
-struct program { const struct hcp_launch *l; int pipefd, status; };
+ * to exec. It runs in hcp-init's memory (hcp_clone_vm) until then.
+ *
+ * Its descriptors (the call's pipes, the report pipe, the binary, the
+ * Landlock ruleset, the data fds) reach it through a socket, not by
+ * inheritance: hcp-init sends them and closes its own copies before the
+ * program exists. hcp-init resumes only once the program's exec lets go of
+ * its memory, and until it closes what it holds, a program that may open
+ * hcp-init's descriptors (/proc/1/fd: one that kept its capabilities)
+ * would find the call's pipes there — and write a false failure report,
+ * or output in hcp-init's name — and the runtime's own stdin, stdout and
+ * stderr, inherited by the helper (an MCP server's channel to its agent).
+ * Now it finds hcp-init's status pipe and a socket whose other end is
+ * closed: hcp-init keeps nothing else once the program's are sent. */
+enum { HAND_MAX = 6 + HCP_DATA_FDS };
+struct program {
+    struct hcp_launch *l;   /* hcp-init's copy: its fds are the program's once received */
+    struct hcp_isolation *iso;
+    int pipefd, status, sock;
+};
+
+/* The descriptors the program needs, as places in hcp-init's copies: the
+ * report pipe first. Only the open ones (>= 0) are handed over. */
+static int hand_slots(struct program *p, int **slot)
+{
+    int n = 0;
+    slot[n++] = &p->pipefd;
+    slot[n++] = &p->l->in_fd;
+    slot[n++] = &p->l->out_fd;
+    slot[n++] = &p->l->err_fd;
+    slot[n++] = &p->l->exe_fd;
+    slot[n++] = &p->iso->landlock_fd;
+    for (int i = 0; i < p->l->ndata; i++)
+        slot[n++] = &p->l->data_fd[i];
+    return n;
+}
+
+/* hcp-init: every open slot sent on `sock` (one message), then closed. */
+static int hand_over(struct program *p, int sock)
+{
+    int *slot[HAND_MAX], fds[HAND_MAX], n = hand_slots(p, slot), k = 0;
+    for (int i = 0; i < n; i++)
+        if (*slot[i] >= 0)
+            fds[k++] = *slot[i];
+    if (hcp_send_fds(sock, 'h', fds, k) < 0)
+        return -1;
+    for (int i = 0; i < k; i++)
+        (void)close(fds[i]);   /* EBADF for a repeat (stdout and stderr one pipe) */
+    return 0;
+}
+
+/* The receiving side (the program, or hcp-init taking them back to report
+ * a failed clone): the slots that were sent get the new descriptors, in
+ * the same order. */
+static int take_over(struct program *p, int sock)
+{
+    int *slot[HAND_MAX], fds[HAND_MAX], n = hand_slots(p, slot), want = 0;
+    char byte;
+    for (int i = 0; i < n; i++)
+        want += *slot[i] >= 0;
+    if (hcp_recv_fds(sock, 0, &byte, fds, HAND_MAX) != want)
+        return -1;
+    for (int i = 0, k = 0; i < n; i++)
+        if (*slot[i] >= 0)
+            *slot[i] = fds[k++];
+    return 0;
+}
 
 static int program_main(void *arg)
 {
-    const struct program *p = arg;
+    struct program *p = arg;
     close(p->status);
+    if (take_over(p, p->sock) < 0)
+        _exit(127);   /* no report pipe to say why: hcp-init reports the exit */
+    close(p->sock);
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
         child_fail(p->pipefd, ST_PIDNS);
     if (getppid() != 1)   /* hcp-init is gone, and with it the namespace */
@@ -368,11 +436,27 @@ static _Noreturn void init_and_start(const struct hcp_launch *l, int pipefd, int
     if (early.pid_max_fd >= 0)
         close(early.pid_max_fd);
     mounts(iso, pipefd);
-    struct program prog = { l, pipefd, status };
-    pid_t pid = hcp_clone_vm(program_main, &prog, 0);
-    if (pid < 0)
+    /* copies the program's slots are rewritten in (hand_slots) */
+    struct hcp_launch lc = *l;
+    struct hcp_isolation ic = *iso;
+    lc.iso = &ic;
+    struct program prog = { &lc, &ic, pipefd, status, -1 };
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) < 0 || hand_over(&prog, sv[0]) < 0)
         child_fail(pipefd, ST_PIDNS);
-    reaper(pid, status, direct);
+    /* what was sent waits in sv[1]'s queue; nothing else of ours (the
+     * runtime's own stdio, the plan, the helper's pipes) stays either */
+    close_all_but(status, sv[1], -1);
+    prog.sock = sv[1];
+    pid_t pid = hcp_clone_vm(program_main, &prog, 0);
+    if (pid < 0) {
+        int err = errno;
+        if (take_over(&prog, sv[1]) < 0)
+            _exit(127);
+        errno = err;
+        child_fail(prog.pipefd, ST_PIDNS);
+    }
+    reaper(pid, status, direct);   /* closes sv[1] */
 }
 
 /* Three processes: the intermediate (host side) forks hcp-init into the

@@ -203,11 +203,12 @@ int umount2(const char *tgt, int flags) { return (int)S2(SYS_umount2, tgt, flags
 int unshare(int flags) { return (int)S1(SYS_unshare, flags); }
 int setns(int fd, int type) { return (int)S2(SYS_setns, fd, type); }
 
-/* ---- sockets: the egress proxy's listeners (egress_child.c) ---------------------- */
+/* ---- sockets: the egress proxy's listeners (egress_child.c), hcp-init's handover (spawn_child.c) ---- */
 
 int socket(int domain, int type, int proto) { return (int)S3(SYS_socket, domain, type, proto); }
 int bind(int fd, const struct sockaddr *a, socklen_t len) { return (int)S3(SYS_bind, fd, a, len); }
 int listen(int fd, int backlog) { return (int)S2(SYS_listen, fd, backlog); }
+int socketpair(int domain, int type, int proto, int sv[2]) { return (int)S4(SYS_socketpair, domain, type, proto, sv); }
 
 int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
