@@ -63,6 +63,21 @@ describe("core.host_sockets", function()
     assert.equal(1, n)
   end)
 
+  it("with `within`, lists only the sockets strictly inside one of those directories", function()
+    local dir = core.realpath(S.tmpdir("hs-"))
+    assert(os.execute("mkdir " .. S.q(dir .. "/in") .. " " .. S.q(dir .. "/inx")))
+    listen_at(dir .. "/in/a.sock")
+    listen_at(dir .. "/inx/b.sock") -- a look-alike of "in"
+    listen_at(dir .. "/c.sock")     -- above it
+    local l = core.host_sockets({ dir .. "/in" })
+    assert.is_true(has(l, dir .. "/in/a.sock"))
+    assert.is_false(has(l, dir .. "/inx/b.sock"))
+    assert.is_false(has(l, dir .. "/c.sock"))
+    assert.same({}, core.host_sockets({ dir .. "/in/a.sock" })) -- a path is not inside itself
+    assert.is_true(has(core.host_sockets({ dir }), dir .. "/inx/b.sock"))
+    assert.has_error(function() core.host_sockets({ "relative" }) end)
+  end)
+
   it("leaves out a name that is no longer a socket (removed, or replaced by a file)", function()
     local dir = S.tmpdir("hs-")
     listen_at(dir .. "/a.sock")

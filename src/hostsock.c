@@ -11,8 +11,8 @@
  *
  * Where from: /proc/net/unix, the kernel's list of the sockets of the
  * runtime's network namespace (each with the path it was bound to; a
- * service's accepted connections repeat its path, so each path is
- * resolved once: a realpath per distinct path per call). Only
+ * service's accepted connections repeat its path, so each path is taken
+ * once, and its directory resolved once for all its sockets). Only
  * paths that are a socket here and now count (after every link followed):
  * a name that a process of another mount namespace bound, or that was
  * since renamed, is left out — it names nothing here, or not that socket.
@@ -148,42 +148,105 @@ static char **unique_paths(char *buf, int *n)
     return v;
 }
 
-int hcp_host_sockets(struct hcp_socklist *out)
+/* The real parent of path (every link of it followed), into real; the
+ * last one asked is kept (paths come sorted, a directory's sockets
+ * together): 0, or -1 when it does not resolve. */
+struct parent_memo { char dir[PATH_MAX], real[PATH_MAX]; int have, ok; };
+
+static int real_parent(const char *path, const char *slash, struct parent_memo *m)
 {
-    size_t len;
-    int n;
-    out->n = 0;
-    out->path = NULL;
-    char *buf = read_all(&len);
-    char **paths = buf ? unique_paths(buf, &n) : NULL;
-    if (!paths) {
-        free(buf);
+    size_t dlen = slash == path ? 1 : (size_t)(slash - path);
+    if (dlen >= sizeof m->dir)
         return -1;
+    if (!m->have || strlen(m->dir) != dlen || strncmp(m->dir, path, dlen) != 0) {
+        memcpy(m->dir, path, dlen);
+        m->dir[dlen] = '\0';
+        m->have = 1;
+        m->ok = realpath(m->dir, m->real) != NULL;
     }
-    out->path = malloc(sizeof *out->path * (size_t)(n > 0 ? n : 1));
-    for (int i = 0; out->path && i < n; i++) {
-        struct stat st;
-        char *real = realpath(paths[i], NULL);   /* a link on the way: where the socket is */
-        if (real && lstat(real, &st) == 0 && S_ISSOCK(st.st_mode))
-            out->path[out->n++] = real;
-        else
-            free(real);
-    }
-    free(paths);
-    free(buf);
-    if (!out->path)
-        return errno = ENOMEM, -1;
+    return m->ok ? 0 : -1;
+}
+
+/* Whether real lies strictly inside one of the n directories of within
+ * (NULL: anywhere). */
+static int inside(const char *real, const char *const *within, int n)
+{
+    if (!within)
+        return 1;
+    for (int i = 0; i < n; i++)
+        if (strcmp(within[i], "/") != 0 && strcmp(within[i], real) != 0 && hcp_path_contains(within[i], real))
+            return 1;
     return 0;
 }
 
-/* core.host_sockets() -> { path... }: the real paths of the listening
- * pathname unix sockets of the runtime's network namespace (the bwrap
- * driver hides those its view would show; the local driver's plan does
- * it in C). nil, message, errno when /proc/net/unix cannot be read. */
+int hcp_host_sockets(struct hcp_socklist *out, const char *const *within, int nwithin)
+{
+    size_t len;
+    int n = 0;
+    out->n = 0;
+    out->path = NULL;
+    char *buf = read_all(&len);
+    if (!buf)
+        return -1;
+    char **paths = unique_paths(buf, &n);
+    struct parent_memo *memo = paths ? malloc(sizeof *memo) : NULL;
+    out->path = memo ? malloc(sizeof *out->path * (size_t)(n > 0 ? n : 1)) : NULL;
+    int fail = !out->path;
+    if (memo)
+        memo->have = 0;
+    /* The socket file itself is no link (bind made it), so its real path
+     * is its parent's, resolved once per directory, and its name: only
+     * one inside `within` costs an lstat more. */
+    for (int i = 0; !fail && i < n; i++) {
+        const char *slash = strrchr(paths[i], '/');
+        char real[PATH_MAX];
+        struct stat st;
+        if (real_parent(paths[i], slash, memo) < 0 ||
+            (size_t)snprintf(real, sizeof real, "%s/%s", strcmp(memo->real, "/") ? memo->real : "",
+                             slash + 1) >= sizeof real ||
+            !inside(real, within, nwithin) || lstat(real, &st) < 0 || !S_ISSOCK(st.st_mode))
+            continue;
+        if (!(out->path[out->n] = strdup(real)))
+            fail = 1;
+        else
+            out->n++;
+    }
+    free(memo);
+    free(paths);
+    free(buf);
+    if (fail) {
+        hcp_socklist_free(out);
+        return errno = ENOMEM, -1;
+    }
+    return 0;
+}
+
+/* core.host_sockets([within]) -> { path... }: the real paths of the
+ * listening pathname unix sockets of the runtime's network namespace —
+ * with `within` (real directory paths), only those strictly inside one of
+ * them (the bwrap driver passes its view's; the local driver's plan does
+ * the same in C). nil, message, errno when /proc/net/unix cannot be read. */
+#define WITHIN_MAX 4096
+
 static int l_host_sockets(lua_State *L)
 {
+    const char *within[WITHIN_MAX];
+    int nw = 0, has = !lua_isnoneornil(L, 1);
+    if (has) {
+        luaL_checktype(L, 1, LUA_TTABLE);
+        lua_Integer len = (lua_Integer)lua_rawlen(L, 1);
+        luaL_argcheck(L, len <= WITHIN_MAX, 1, "too many paths");
+        for (lua_Integer i = 1; i <= len; i++) {
+            lua_rawgeti(L, 1, i);
+            within[nw] = lua_tostring(L, -1);
+            luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING && within[nw][0] == '/', 1,
+                          "within must be absolute paths");
+            nw++;
+            lua_pop(L, 1);   /* the string stays reachable through the table */
+        }
+    }
     struct hcp_socklist l;
-    if (hcp_host_sockets(&l) < 0)
+    if (hcp_host_sockets(&l, has ? within : NULL, nw) < 0)
         return hcp_push_oserror(L, errno, "%s", NET_UNIX);
     lua_createtable(L, l.n, 0);
     for (int i = 0; i < l.n; i++) {

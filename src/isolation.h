@@ -205,9 +205,11 @@ int hcp_rootfs_prepare_call(lua_State *L, int t, int pin, int with_proc, const s
 /* ---- the host's unix sockets (hostsock.c) ------------------------------- */
 
 /* The real paths of the listening pathname unix sockets of this network
- * namespace (/proc/net/unix) that are sockets here: 0, or -1 with errno. */
+ * namespace (/proc/net/unix) that are sockets here — with `within` (n real
+ * directory paths), only those strictly inside one of them: 0, or -1 with
+ * errno. */
 struct hcp_socklist { int n; char **path; };
-int hcp_host_sockets(struct hcp_socklist *out);
+int hcp_host_sockets(struct hcp_socklist *out, const char *const *within, int nwithin);
 void hcp_socklist_free(struct hcp_socklist *l);
 
 /* In the child, in a fresh mount namespace: builds the root and pivots into

@@ -350,8 +350,20 @@ static struct hcp_rootfs_ent *new_ents(lua_State *L, int pin, int n)
  * as shown already by a parent directory. 0, or an errno, message pushed. */
 static int sockets_to_hide(lua_State *L, const struct hcp_rootfs *rf, struct hcp_socklist *socks)
 {
-    if (hcp_host_sockets(socks) < 0)
-        return rf_error(L, errno, "/proc/net/unix", NULL);
+    /* only those inside a directory the view binds: the others cost no
+     * system call but their directory's realpath */
+    const char **within = malloc(sizeof *within * (size_t)(rf->n > 0 ? rf->n : 1));
+    int nw = 0;
+    if (!within)
+        return rf_error(L, ENOMEM, "/proc/net/unix", NULL);
+    for (int j = 0; j < rf->n; j++)
+        if (rf->e[j].kind == RF_BIND && rf->e[j].isdir && rf->e[j].src)
+            within[nw++] = rf->e[j].src;
+    int r = hcp_host_sockets(socks, within, nw);
+    int err = errno;
+    free(within);
+    if (r < 0)
+        return rf_error(L, err, "/proc/net/unix", NULL);
     int out = 0;
     for (int i = 0; i < socks->n; i++) {
         int listed = 0;

@@ -64,7 +64,11 @@ function Bwrap:spawn(ctx, spec)
   local ok, verr = view.check_sources(ctx.view, core.realpath, core.filetype)
   if not ok then return nil, verr, 22 end
   -- the host's listening unix sockets inside the view are covered
-  local socks, serr, serrno = core.host_sockets()
+  local within = {}
+  for _, list in ipairs({ ctx.view.ro, ctx.view.rw }) do
+    for _, p in ipairs(list) do within[#within + 1] = core.realpath(p) end
+  end
+  local socks, serr, serrno = core.host_sockets(within)
   if not socks then return nil, "spawn: view: " .. tostring(serr), serrno end
   ctx.view.hide = view.hidden_sockets(ctx.view, core.realpath, socks)
   -- issue 14: a call with a proxy runs in the namespace the core made for
