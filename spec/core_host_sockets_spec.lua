@@ -7,15 +7,6 @@ local S = require("support")
 
 local q = S.q
 
--- Polls f until it is true, with a generous deadline.
-local function eventually(f)
-  for _ = 1, 500 do
-    if f() then return true end
-    os.execute("sleep 0.01")
-  end
-  return f()
-end
-
 -- A listening socket bound at `path` (as given: through a link, say), in a
 -- process of its own; stopped when the case ends.
 local function listen_at(path)
@@ -24,7 +15,7 @@ local function listen_at(path)
   local p = assert(core.spawn({ path = "/usr/bin/python3", argv = { "python3", "-c", py, path }, env = {}, cwd = "/",
     capture = false }))
   finally(function() p:kill("KILL") p:wait() end)
-  assert(eventually(function() return core.filetype(path) == "socket" end), "no socket at " .. path)
+  assert(S.wait_until(function() return core.filetype(path) == "socket" end, 10, "a socket at " .. path))
   return p
 end
 
@@ -52,7 +43,7 @@ describe("core.host_sockets", function()
     local p = assert(core.spawn({ path = "/usr/bin/python3", argv = { "python3", "-c", py, path }, env = {}, cwd = "/",
       capture = false }))
     finally(function() p:kill("KILL") p:wait() end)
-    assert(eventually(function() return core.filetype(path .. ".up") == "file" end), "server did not connect")
+    assert(S.wait_until(function() return core.filetype(path .. ".up") == "file" end, 10, "the server's connections"))
     local real, lines = core.realpath(path), 0
     for line in io.lines("/proc/net/unix") do
       if line:sub(-#real - 1) == " " .. real then lines = lines + 1 end

@@ -241,15 +241,21 @@ describe("view: host unix sockets", function()
   local servers, dirs = {}, {}
   -- A pathname server in `dir` (made for it, removed after); its socket path
   -- and the file it notes connections in.
+  -- A pathname server at `sock`, noting connections in `flag` (default
+  -- sock .. ".connected"); returns the flag.
+  local function serve_at(sock, flag)
+    flag = flag or sock .. ".connected"
+    local p = assert(core.spawn({ path = tool(), argv = { tool(), "serve", sock, flag, "0" }, env = {}, cwd = "/" }))
+    servers[#servers + 1] = p
+    assert(eventually(function() return select(2, S.sh("test -S " .. q(sock))) == 0 end), "server did not start: " .. sock)
+    return flag
+  end
   local function serve_path(dir)
     if not core.mkdir(dir) then return nil end -- /run, not as root: the root run covers it
     dirs[#dirs + 1] = dir
     assert(os.execute("chmod 755 " .. q(dir)))
-    local sock, flag = dir .. "/s.sock", dir .. "/connected"
-    local p = assert(core.spawn({ path = tool(), argv = { tool(), "serve", sock, flag, "0" }, env = {}, cwd = "/" }))
-    servers[#servers + 1] = p
-    assert(eventually(function() return select(2, S.sh("test -S " .. q(sock))) == 0 end), "server did not start")
-    return sock, flag
+    local sock = dir .. "/s.sock"
+    return sock, serve_at(sock, dir .. "/connected")
   end
   local function serve_abstract(name, flagdir)
     local flag = flagdir .. "/connected-abstract"
@@ -338,14 +344,6 @@ describe("view: host unix sockets", function()
   -- or installed in /opt keeps its socket there), a socket bound through a
   -- link. connect(2) works through a read-only bind, so each must be
   -- covered; a granted one beside them stays reachable.
-  local function serve_at(sock)
-    local flag = sock .. ".connected"
-    local p = assert(core.spawn({ path = tool(), argv = { tool(), "serve", sock, flag, "0" }, env = {}, cwd = "/" }))
-    servers[#servers + 1] = p
-    assert(eventually(function() return select(2, S.sh("test -S " .. q(sock))) == 0 end), "server did not start: " .. sock)
-    return flag
-  end
-
   each_driver("no listening host socket inside a directory of the view is reachable (pack root, system dir, via a link)",
     function(driver)
       local rt, parent = runtime(driver, { tool_pack("inpack") })
