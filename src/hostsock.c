@@ -43,48 +43,40 @@ void hcp_socklist_free(struct hcp_socklist *l)
 }
 
 /* The whole of /proc/net/unix, NUL-terminated, malloc'd; NULL with errno. */
-static char *read_all(size_t *len)
+static char *read_all(void)
 {
     int fd = open(NET_UNIX, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return NULL;
-    size_t cap = 16384, n = 0;
-    char *buf = malloc(cap);
+    size_t cap = 0, n = 0;
+    char *buf = NULL;
+    int err = 0;
     for (;;) {
-        if (!buf)
-            break;
         if (cap - n < 4096) {
-            char *nb = cap >= READ_MAX ? NULL : realloc(buf, cap * 2);
+            size_t grown = cap ? cap * 2 : 16384;
+            char *nb = cap >= READ_MAX ? NULL : realloc(buf, grown);
             if (!nb) {
-                free(buf);
-                buf = NULL;
-                errno = cap >= READ_MAX ? EFBIG : ENOMEM;
+                err = cap >= READ_MAX ? EFBIG : ENOMEM;
                 break;
             }
             buf = nb;
-            cap *= 2;
+            cap = grown;
         }
         ssize_t r = read(fd, buf + n, cap - n - 1);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {
-            if (r < 0) {
-                int err = errno;
-                free(buf);
-                buf = NULL;
-                errno = err;
-            }
+            err = r < 0 ? errno : 0;
             break;
         }
         n += (size_t)r;
     }
-    int err = errno;
     close(fd);
-    errno = err;
-    if (buf) {
-        buf[n] = '\0';
-        *len = n;
+    if (err) {
+        free(buf);
+        return errno = err, NULL;
     }
+    buf[n] = '\0';
     return buf;
 }
 
@@ -148,25 +140,6 @@ static char **unique_paths(char *buf, int *n)
     return v;
 }
 
-/* The real parent of path (every link of it followed), into real; the
- * last one asked is kept (paths come sorted, a directory's sockets
- * together): 0, or -1 when it does not resolve. */
-struct parent_memo { char dir[PATH_MAX], real[PATH_MAX]; int have, ok; };
-
-static int real_parent(const char *path, const char *slash, struct parent_memo *m)
-{
-    size_t dlen = slash == path ? 1 : (size_t)(slash - path);
-    if (dlen >= sizeof m->dir)
-        return -1;
-    if (!m->have || strlen(m->dir) != dlen || strncmp(m->dir, path, dlen) != 0) {
-        memcpy(m->dir, path, dlen);
-        m->dir[dlen] = '\0';
-        m->have = 1;
-        m->ok = realpath(m->dir, m->real) != NULL;
-    }
-    return m->ok ? 0 : -1;
-}
-
 /* Whether real lies strictly inside one of the n directories of within
  * (NULL: anywhere). */
 static int inside(const char *real, const char *const *within, int n)
@@ -181,30 +154,26 @@ static int inside(const char *real, const char *const *within, int n)
 
 int hcp_host_sockets(struct hcp_socklist *out, const char *const *within, int nwithin)
 {
-    size_t len;
     int n = 0;
     out->n = 0;
     out->path = NULL;
-    char *buf = read_all(&len);
+    char *buf = read_all();
     if (!buf)
         return -1;
     char **paths = unique_paths(buf, &n);
-    struct parent_memo *memo = paths ? malloc(sizeof *memo) : NULL;
+    struct hcp_dir_memo *memo = paths ? malloc(sizeof *memo) : NULL;
     out->path = memo ? malloc(sizeof *out->path * (size_t)(n > 0 ? n : 1)) : NULL;
     int fail = !out->path;
     if (memo)
         memo->have = 0;
     /* The socket file itself is no link (bind made it), so its real path
-     * is its parent's, resolved once per directory, and its name: only
+     * is its directory's, resolved once per directory, and its name: only
      * one inside `within` costs an lstat more. */
     for (int i = 0; !fail && i < n; i++) {
-        const char *slash = strrchr(paths[i], '/');
         char real[PATH_MAX];
         struct stat st;
-        if (real_parent(paths[i], slash, memo) < 0 ||
-            (size_t)snprintf(real, sizeof real, "%s/%s", strcmp(memo->real, "/") ? memo->real : "",
-                             slash + 1) >= sizeof real ||
-            !inside(real, within, nwithin) || lstat(real, &st) < 0 || !S_ISSOCK(st.st_mode))
+        if (hcp_real_in_dir(paths[i], memo, real, sizeof real) < 0 || !inside(real, within, nwithin) ||
+            lstat(real, &st) < 0 || !S_ISSOCK(st.st_mode))
             continue;
         if (!(out->path[out->n] = strdup(real)))
             fail = 1;

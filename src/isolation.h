@@ -202,6 +202,13 @@ int hcp_rootfs_prepare(lua_State *L, int t, int pin, int with_proc, struct hcp_r
 int hcp_rootfs_prepare_call(lua_State *L, int t, int pin, int with_proc, const struct hcp_rootfs *base,
                             struct hcp_rootfs *rf);
 
+/* The real path of `path`, whose last component is no link: its
+ * directory's (every link followed), joined to that component, into out.
+ * The last directory resolved is remembered in m (have = 0 to start).
+ * 0, or -1 with errno. rootfs.c: a view's paths, the host's sockets. */
+struct hcp_dir_memo { int have; char dir[PATH_MAX], real[PATH_MAX]; };
+int hcp_real_in_dir(const char *path, struct hcp_dir_memo *m, char *out, size_t size);
+
 /* ---- the host's unix sockets (hostsock.c) ------------------------------- */
 
 /* The real paths of the listening pathname unix sockets of this network

@@ -124,44 +124,46 @@ void hcp_register_rootfs(lua_State *L)
     lua_setfield(L, -2, "view_reserved");
 }
 
-/* The last parent directory resolved while planning, and the kernel's
- * name for it: a view's paths come a few directories at a time (/etc,
- * /usr), and realpath(3) asks readlink of every component of each path
- * (2-4 calls a path, ~40 paths a view). */
-struct parent_memo {
-    int have;
-    char dir[PATH_MAX], real[PATH_MAX];
-};
+/* A view's paths come a few directories at a time (/etc, /usr), as do a
+ * host's sockets, and realpath(3) asks readlink of every component of
+ * each path: the last directory resolved is remembered (struct
+ * hcp_dir_memo, isolation.h). */
+int hcp_real_in_dir(const char *path, struct hcp_dir_memo *m, char *out, size_t size)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash[1] == '\0')
+        return errno = EINVAL, -1;
+    size_t dlen = slash == path ? 1 : (size_t)(slash - path);
+    if (dlen >= sizeof m->dir)
+        return errno = ENAMETOOLONG, -1;
+    if (!m->have || strlen(m->dir) != dlen || strncmp(m->dir, path, dlen) != 0) {
+        memcpy(m->dir, path, dlen);
+        m->dir[dlen] = '\0';
+        m->have = realpath(m->dir, m->real) != NULL;
+        if (!m->have)
+            return -1;
+    }
+    /* the parent is "/": no second slash */
+    if ((size_t)snprintf(out, size, "%s/%s", strcmp(m->real, "/") != 0 ? m->real : "", slash + 1) >= size)
+        return errno = ENAMETOOLONG, -1;
+    return 0;
+}
 
 /* realpath(norm), malloc'd: for a path that is no link itself (its lstat
  * in st), the resolved parent joined to the last component — the same
  * name, since only a link there could change it; realpath for a link. */
-static char *resolve(const char *norm, const struct stat *st, struct parent_memo *m)
+static char *resolve(const char *norm, const struct stat *st, struct hcp_dir_memo *m)
 {
     const char *slash = strrchr(norm, '/');
     if (S_ISLNK(st->st_mode) || !slash || slash[1] == '\0')
         return realpath(norm, NULL);
-    size_t dlen = slash == norm ? 1 : (size_t)(slash - norm);
-    if (!m->have || strlen(m->dir) != dlen || strncmp(m->dir, norm, dlen) != 0) {
-        char dir[PATH_MAX];
-        memcpy(dir, norm, dlen);
-        dir[dlen] = '\0';
-        m->have = 0;
-        if (!realpath(dir, m->real))
-            return NULL;
-        memcpy(m->dir, dir, dlen + 1);
-        m->have = 1;
-    }
-    size_t rlen = strlen(m->real), nlen = strlen(slash + 1);
-    char *out = malloc(rlen + 1 + nlen + 1);
-    if (!out)
+    char out[PATH_MAX];
+    if (hcp_real_in_dir(norm, m, out, sizeof out) < 0)
         return NULL;
-    memcpy(out, m->real, rlen);
-    size_t at = rlen;
-    if (rlen > 1)   /* the parent is "/": no second slash */
-        out[at++] = '/';
-    memcpy(out + at, slash + 1, nlen + 1);
-    return out;
+    char *r = strdup(out);
+    if (!r)
+        errno = ENOMEM;
+    return r;
 }
 
 /* One path of ro or rw into e (kind, src, isdir); returns 1 when it is
@@ -169,7 +171,7 @@ static char *resolve(const char *norm, const struct stat *st, struct parent_memo
  * message pushed. A final symlink of a ro path is kept as a link, decided
  * in link_or_bind once every entry is known. */
 static int plan_one(lua_State *L, int pin, const char *given, int rw, struct hcp_rootfs_ent *e,
-                    struct parent_memo *memo)
+                    struct hcp_dir_memo *memo)
 {
     char norm[PATH_MAX], *real;
     struct stat st;
@@ -253,7 +255,7 @@ static void link_or_bind(struct hcp_rootfs *rf, int i, int *drop)
 static int plan_lists(lua_State *L, int t, int pin, struct hcp_rootfs *rf)
 {
     static const char *const lists[] = { "ro", "rw" };
-    struct parent_memo memo;
+    struct hcp_dir_memo memo;
     memo.have = 0;
     for (int k = 0; k < 2; k++) {
         lua_getfield(L, t, lists[k]);
