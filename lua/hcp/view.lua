@@ -111,26 +111,32 @@ function M.check_sources(v, realpath, filetype)
 end
 
 --- The places where the view would show a listening unix socket of the
---- host (`sockets`: core.host_sockets()) inside one of its directories —
---- a service under /usr/local or /opt, say: connect(2) works through a
---- read-only bind, so each is covered by a read-only /dev/null
---- (bwrap_args). A socket the view lists itself (one the operator
---- granted) stays. The local driver's core does the same in its plan.
+--- host inside one of its directories — a service under /usr/local or
+--- /opt, say: connect(2) works through a read-only bind, so each is
+--- covered by a read-only /dev/null (bwrap_args). `list_sockets(within)`
+--- (core.host_sockets) gets the view's real paths and answers the sockets
+--- inside them. A socket the view lists itself (one the operator granted)
+--- stays. The local driver's core does the same in its plan.
 ---@param v hcp.View
 ---@param realpath fun(p: string): string?
----@param sockets string[] real paths
----@return string[] places, sorted
-function M.hidden_sockets(v, realpath, sockets)
-  local entries, listed = {}, {}
+---@param list_sockets fun(within: string[]): string[]?, string?, integer?
+---@return string[]? places sorted, or nil, err, errno from list_sockets
+---@return string? err
+---@return integer? errno
+function M.hidden_sockets(v, realpath, list_sockets)
+  local entries, listed, within = {}, {}, {}
   for _, list in ipairs({ v.ro, v.rw }) do
     for _, p in ipairs(list) do
       local real = realpath(p)
       if real then
         entries[#entries + 1] = { p, real }
         listed[real] = true
+        within[#within + 1] = real
       end
     end
   end
+  local sockets, err, errno = list_sockets(within)
+  if not sockets then return nil, err, errno end
   local places, seen = {}, {}
   for _, s in ipairs(sockets) do
     for _, e in ipairs(entries) do

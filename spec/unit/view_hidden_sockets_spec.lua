@@ -5,9 +5,15 @@
 -- A fake realpath stands for the links.
 local view = require("hcp.view")
 
-local function hidden(links, ro, rw, sockets)
-  return view.hidden_sockets({ ro = ro or {}, rw = rw or {} }, function(p) return links[p] end, sockets)
+-- The places, and the directories the socket list was asked about.
+local function run(links, ro, rw, sockets)
+  local asked
+  local places = view.hidden_sockets({ ro = ro or {}, rw = rw or {} }, function(p) return links[p] end,
+    function(within) asked = within return sockets end)
+  return places, asked
 end
+
+local function hidden(...) return (run(...)) end
 
 local ID = setmetatable({}, { __index = function(_, p) return p end }) -- no links anywhere
 
@@ -26,6 +32,13 @@ describe("view.hidden_sockets", function()
   it("leaves a socket the view lists itself (a grant), and one outside every path", function()
     assert.same({ "/opt/b.sock" }, hidden(ID, { "/opt", "/opt/a.sock" }, {}, { "/opt/a.sock", "/opt/b.sock" }))
     assert.same({}, hidden(ID, { "/usr" }, {}, { "/usrx/s.sock", "/us", "/usr" }))
+  end)
+
+  it("asks the socket list about the view's real paths, and passes its failure on", function()
+    local links = setmetatable({ ["/bin"] = "/usr/bin" }, { __index = ID })
+    assert.same({ "/usr/bin", "/opt", "/jail" }, select(2, run(links, { "/bin", "/opt" }, { "/jail" }, {})))
+    assert.same({ nil, "/proc/net/unix: Permission denied", 13 }, { view.hidden_sockets({ ro = { "/usr" }, rw = {} },
+      function(p) return p end, function() return nil, "/proc/net/unix: Permission denied", 13 end) })
   end)
 
   it("never treats the host's root as a directory of the view, nor a path realpath cannot resolve", function()

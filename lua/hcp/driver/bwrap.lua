@@ -59,18 +59,20 @@ function Bwrap:spawn(ctx, spec)
   if not real or core.filetype(real) ~= "file" then
     return nil, string.format("spawn: %s: not a regular executable file", spec.path), 13
   end
+  -- each path of the view resolved once, for both of what follows
+  local reals = {}
+  local function realpath(p)
+    if reals[p] == nil then reals[p] = core.realpath(p) or false end
+    return reals[p] or nil
+  end
   -- what bubblewrap binds is what the paths lead to now: never the host's
   -- /proc, /dev or /tmp through a link, nor a device node (view.check_sources)
-  local ok, verr = view.check_sources(ctx.view, core.realpath, core.filetype)
+  local ok, verr = view.check_sources(ctx.view, realpath, core.filetype)
   if not ok then return nil, verr, 22 end
   -- the host's listening unix sockets inside the view are covered
-  local within = {}
-  for _, list in ipairs({ ctx.view.ro, ctx.view.rw }) do
-    for _, p in ipairs(list) do within[#within + 1] = core.realpath(p) end
-  end
-  local socks, serr, serrno = core.host_sockets(within)
-  if not socks then return nil, "spawn: view: " .. tostring(serr), serrno end
-  ctx.view.hide = view.hidden_sockets(ctx.view, core.realpath, socks)
+  local hide, serr, serrno = view.hidden_sockets(ctx.view, realpath, core.host_sockets)
+  if not hide then return nil, "spawn: view: " .. tostring(serr), serrno end
+  ctx.view.hide = hide
   -- issue 14: a call with a proxy runs in the namespace the core made for
   -- it (the proxy listens there): bubblewrap shares that one
   local proxied = spec.isolation ~= nil and spec.isolation.egress ~= nil
